@@ -1,0 +1,44 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sirupsen/logrus"
+)
+
+// ReconnectWait is the pause between reconnect attempts. Clients reconnect
+// forever: a broker restart must not end a worker.
+const ReconnectWait = 250 * time.Millisecond
+
+// Connect connects to url as name and reconnects forever, logging each
+// disconnect and reconnect. When embedded is non-nil it connects in-process.
+func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(ReconnectWait),
+		nats.ReconnectBufSize(64 << 20),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.WithError(err).Warn("disconnected from broker; reconnecting")
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.WithField("url", nc.ConnectedUrlRedacted()).Info("reconnected to broker")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			log.WithError(err).Warn("broker connection error")
+		}),
+	}
+	if embedded != nil {
+		opts = append(opts, nats.InProcessServer(embedded.Server()))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Consumer defaults.
+const (
+	AckWaitDefault    = 30 * time.Second
+	MaxDeliverDefault = 3
+	// MinWaiting and MinAckPending are floors for the consumer limits, so a
+	// run sized for a few slots still takes workers that join later.
+	MinWaiting    = 4096
+	MinAckPending = 1024
+	// DuplicatesDefault is the dedupe window of both streams: a design or
+	// result republished within it (a retry, a restarted controller) is
+	// stored once.
+	DuplicatesDefault = 10 * time.Minute
+	// PresenceTTL is how long a worker's last heartbeat stays in the
+	// presence bucket.
+	PresenceTTL = 5 * time.Minute
+)
+
+// ErrLimit means a consumer limit is below what the live slots need.
+var ErrLimit = errors.New("consumer limit below live slots")
+
+// Declare creates or updates the design and result streams and the
+// presence and run buckets. It is idempotent.
+func Declare(ctx context.Context, js jetstream.JetStream) error {
+	for _, cfg := range streamConfigs() {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("declare stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range bucketConfigs() {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func streamConfigs() []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{{
+		Name:        schema.DesignStream,
+		Description: "evoq designs waiting for a worker slot (work queue)",
+		Subjects:    []string{schema.DesignPrefix + "*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  DuplicatesDefault,
+		MaxMsgSize:  schema.MaxMessageSize,
+	}, {
+		Name:        schema.ResultStream,
+		Description: "evoq terminal results: the durable history of every run",
+		Subjects:    []string{schema.ResultPrefix + "*"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  DuplicatesDefault,
+		MaxMsgSize:  schema.MaxMessageSize,
+	}}
+}
+
+func bucketConfigs() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{{
+		Bucket:      schema.PresenceBucket,
+		Description: "evoq worker heartbeats",
+		TTL:         PresenceTTL,
+		Storage:     jetstream.FileStorage,
+	}, {
+		Bucket:      schema.RunBucket,
+		Description: "evoq run states",
+		History:     4,
+		Storage:     jetstream.FileStorage,
+	}}
+}
+
+// ConsumerConfig sizes a run's durable pull consumer.
+type ConsumerConfig struct {
+	// Slots is the number of slots the run expects; the wait and
+	// ack-pending limits are sized from it. Defaults to 1.
+	Slots int
+	// AckWait is how long a design may go without an ack or an
+	// InProgress heartbeat before it is redelivered. Defaults to
+	// AckWaitDefault.
+	AckWait time.Duration
+	// MaxDeliver is the redelivery limit. Defaults to MaxDeliverDefault.
+	MaxDeliver int
+}
+
+// WaitingFor is the MaxWaiting a consumer needs for slots: every free slot
+// holds one pull request.
+func WaitingFor(slots int) int { return max(MinWaiting, 4*slots) }
+
+// AckPendingFor is the MaxAckPending a consumer needs for slots busy slots
+// and margin queued designs.
+func AckPendingFor(slots int) int { return max(MinAckPending, 4*slots) }
+
+// DeclareConsumer creates the durable pull consumer of run, or updates it.
+// MaxWaiting cannot change after creation, so an existing consumer keeps its
+// own; the caller checks it with CheckLimits as slots join.
+func DeclareConsumer(ctx context.Context, js jetstream.JetStream, run string, cc ConsumerConfig) (jetstream.Consumer, error) {
+	cc.Slots = max(cc.Slots, 1)
+	if cc.AckWait <= 0 {
+		cc.AckWait = AckWaitDefault
+	}
+	if cc.MaxDeliver == 0 {
+		cc.MaxDeliver = MaxDeliverDefault
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       schema.ConsumerName(run),
+		Description:   "evoq workers of run " + run,
+		FilterSubject: schema.DesignSubject(run),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cc.AckWait,
+		MaxDeliver:    cc.MaxDeliver,
+		MaxWaiting:    WaitingFor(cc.Slots),
+		MaxAckPending: AckPendingFor(cc.Slots),
+	}
+	if old, err := js.Consumer(ctx, schema.DesignStream, cfg.Durable); err == nil {
+		info := old.CachedInfo()
+		cfg.MaxWaiting = info.Config.MaxWaiting
+		cfg.MaxAckPending = max(cfg.MaxAckPending, info.Config.MaxAckPending)
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, schema.DesignStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("declare consumer %s: %w", cfg.Durable, err)
+	}
+	return c, nil
+}
+
+// CheckLimits reports ErrLimit when the consumer's MaxWaiting or
+// MaxAckPending is below what slots live slots need.
+func CheckLimits(info *jetstream.ConsumerInfo, slots int) error {
+	if w := info.Config.MaxWaiting; w < slots {
+		return fmt.Errorf("%w: %s MaxWaiting %d < %d live slots; free slots beyond it get no design (MaxWaiting cannot be changed: start a new run sized with --expect-slots >= %d)",
+			ErrLimit, info.Name, w, slots, slots)
+	}
+	if p := info.Config.MaxAckPending; p > 0 && p < slots {
+		return fmt.Errorf("%w: %s MaxAckPending %d < %d live slots", ErrLimit, info.Name, p, slots)
+	}
+	return nil
+}
+
+// RaiseAckPending raises the consumer's MaxAckPending to what slots need,
+// if it is lower. It is how the limit follows the live slot count.
+func RaiseAckPending(ctx context.Context, js jetstream.JetStream, c jetstream.Consumer, slots int) error {
+	info := c.CachedInfo()
+	need := AckPendingFor(slots)
+	if info.Config.MaxAckPending < 0 || info.Config.MaxAckPending >= need {
+		return nil
+	}
+	cfg := info.Config
+	cfg.MaxAckPending = need
+	if _, err := js.UpdateConsumer(ctx, schema.DesignStream, cfg); err != nil {
+		return fmt.Errorf("raise MaxAckPending of %s to %d: %w", info.Name, need, err)
+	}
+	return nil
+}

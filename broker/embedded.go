@@ -1,0 +1,227 @@
+// Package broker starts evoq's embedded NATS JetStream server, connects to
+// an embedded or external one, and declares the streams, the durable pull
+// consumer and the key-value buckets a run needs, idempotently.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults of Config.
+const (
+	DirDefault          = "./evoq-data"
+	ListenDefault       = "127.0.0.1:4222"
+	StartTimeoutDefault = 15 * time.Second
+)
+
+// ErrStart means the embedded broker could not start; the message says why.
+var ErrStart = errors.New("embedded broker did not start")
+
+// Config configures an embedded broker.
+type Config struct {
+	// Dir is the JetStream store directory. Defaults to DirDefault.
+	Dir string
+	// Listen is host:port for clients. Port 0 or -1 picks a free port.
+	// Defaults to ListenDefault.
+	Listen string
+	// SyncAlways fsyncs every write. When false the store hands each write
+	// to the OS and fsyncs every SyncInterval: a process crash loses
+	// nothing, a machine crash may lose up to SyncInterval of writes.
+	SyncAlways bool
+	// SyncInterval is the fsync period when SyncAlways is false. Defaults
+	// to the server's (2 minutes).
+	SyncInterval time.Duration
+	// MaxStore caps the store's disk use in bytes. Defaults to the
+	// server's (most of the free disk).
+	MaxStore int64
+	// StartTimeout bounds the wait for the server to accept clients.
+	// Defaults to StartTimeoutDefault.
+	StartTimeout time.Duration
+	// Logger receives the server's log. Defaults to logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Dir == "" {
+		c.Dir = DirDefault
+	}
+	if c.Listen == "" {
+		c.Listen = ListenDefault
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = StartTimeoutDefault
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	return c
+}
+
+// SplitListen parses host:port; port 0 or -1 means a free port.
+func SplitListen(listen string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen %q: want host:port: %w", listen, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("--listen %q: port %q is not a number in -1..65535", listen, ps)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// Embedded is a running embedded broker.
+type Embedded struct {
+	srv *server.Server
+	log *serverLog
+	dir string
+}
+
+// Start starts an embedded NATS server with JetStream on cfg.Dir and waits
+// until it accepts clients.
+func Start(cfg Config) (*Embedded, error) {
+	cfg = cfg.withDefaults()
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	slog := &serverLog{log: cfg.Logger.WithField("component", "broker")}
+	srv.SetLoggerV2(slog, false, false, false)
+	go srv.Start()
+	if !srv.ReadyForConnections(cfg.StartTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("%w on %s within %s: %s", ErrStart, cfg.Listen, cfg.StartTimeout, slog.lastError())
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
+	}
+	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir}, nil
+}
+
+func serverOptions(cfg Config) (*server.Options, error) {
+	host, port, err := SplitListen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := prepareDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &server.Options{
+		ServerName:            "evoq",
+		Host:                  host,
+		Port:                  port,
+		JetStream:             true,
+		StoreDir:              dir,
+		SyncAlways:            cfg.SyncAlways,
+		SyncInterval:          cfg.SyncInterval,
+		JetStreamMaxStore:     cfg.MaxStore,
+		NoSigs:                true,
+		NoSystemAccount:       false,
+		DisableShortFirstPing: true,
+	}, nil
+}
+
+// prepareDir creates the store directory and checks that it is writable,
+// so that the error names the directory rather than a JetStream internal.
+func prepareDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--dir %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return "", fmt.Errorf("--dir %q: cannot create the store directory: %w", dir, err)
+	}
+	probe, err := os.CreateTemp(abs, ".evoq-probe-*")
+	if err != nil {
+		return "", fmt.Errorf("--dir %q: store directory is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return abs, nil
+}
+
+// Server is the running nats-server, for in-process connections.
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// ClientURL is the URL clients on this host connect to.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Dir is the absolute store directory.
+func (e *Embedded) Dir() string { return e.dir }
+
+// Shutdown stops the server and waits until it is down. The store is
+// flushed to the OS on the way.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// WaitForShutdown blocks until the server has stopped.
+func (e *Embedded) WaitForShutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.srv.WaitForShutdown(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// serverLog adapts the nats-server logger to logrus and keeps the last
+// error, so that a failed start can say why.
+type serverLog struct {
+	log  logrus.FieldLogger
+	mu   sync.Mutex
+	last string
+}
+
+func (l *serverLog) keep(msg string) {
+	l.mu.Lock()
+	l.last = msg
+	l.mu.Unlock()
+}
+
+func (l *serverLog) lastError() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == "" {
+		return "no error was logged"
+	}
+	return l.last
+}
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debugf(format, v...) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warnf(format, v...) }
+func (l *serverLog) Debugf(format string, v ...any)  {}
+func (l *serverLog) Tracef(format string, v ...any)  {}
+
+func (l *serverLog) Errorf(format string, v ...any) {
+	l.keep(fmt.Sprintf(format, v...))
+	l.log.Errorf(format, v...)
+}
+
+func (l *serverLog) Fatalf(format string, v ...any) {
+	l.keep(fmt.Sprintf(format, v...))
+	l.log.Errorf(format, v...)
+}

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults of Config.
+const (
+	BudgetDefault     = 200
+	InitDefault       = 20
+	PoolDefault       = 10
+	TournamentDefault = 3
+	ReplaceDefault    = ReplaceWorst
+	// ProgressDefault is the period of the progress log line.
+	ProgressDefault = 5 * time.Second
+	// WaitSlotsTimeoutDefault bounds the wait for Config.WaitSlots.
+	WaitSlotsTimeoutDefault = time.Minute
+)
+
+// ErrConfig means a Config field is invalid; the message names its flag.
+var ErrConfig = errors.New("invalid controller config")
+
+// Config configures a Controller.
+type Config struct {
+	// Run is the run ID. Required.
+	Run string
+	// Space is the search space. Required.
+	Space *space.Space
+	// Budget is the number of designs to evaluate: the run ends when that
+	// many have a terminal result. Defaults to BudgetDefault.
+	Budget int
+	// Init is the number of random designs evaluated before mutants are
+	// made. Defaults to InitDefault.
+	Init int
+	// Pool is the pool size; at most Init. Defaults to PoolDefault.
+	Pool int
+	// Replace is the pool's replacement policy. Defaults to ReplaceWorst.
+	Replace Replace
+	// Tournament is the tournament size for parent selection; at most
+	// Pool. Defaults to min(TournamentDefault, Pool).
+	Tournament int
+	// Seed seeds every random choice. Defaults to 0 (a fixed seed).
+	Seed uint64
+	// Margin is the number of designs queued beyond the live slots.
+	// Defaults to 0: derived from the live slots by MarginFor.
+	Margin int
+	// ExpectSlots sizes the consumer's limits (see broker.WaitingFor).
+	// Defaults to 1; the limits never go below broker.MinWaiting.
+	ExpectSlots int
+	// WaitSlots makes the controller wait until that many slots are live
+	// before publishing the first design. Defaults to 0, no wait.
+	WaitSlots int
+	// WaitSlotsTimeout bounds that wait; after it the run starts with the
+	// slots present and a warning. Defaults to WaitSlotsTimeoutDefault.
+	WaitSlotsTimeout time.Duration
+	// AckWait and MaxDeliver configure the consumer; see broker.
+	AckWait    time.Duration
+	MaxDeliver int
+	// Progress is the period of the progress log line. Defaults to
+	// ProgressDefault.
+	Progress time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+	// Logger defaults to logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+func (c Config) withDefaults() Config {
+	setDefault(&c.Budget, BudgetDefault)
+	setDefault(&c.Init, InitDefault)
+	setDefault(&c.Pool, PoolDefault)
+	setDefault(&c.Tournament, min(TournamentDefault, c.Pool))
+	setDefault(&c.ExpectSlots, 1)
+	if c.Replace == "" {
+		c.Replace = ReplaceDefault
+	}
+	if c.AckWait == 0 {
+		c.AckWait = broker.AckWaitDefault
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = broker.MaxDeliverDefault
+	}
+	if c.WaitSlotsTimeout <= 0 {
+		c.WaitSlotsTimeout = WaitSlotsTimeoutDefault
+	}
+	if c.Progress <= 0 {
+		c.Progress = ProgressDefault
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	return c
+}
+
+func setDefault(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Validate checks c after defaults; every message names the flag.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{schema.ValidToken(c.Run) != nil, fmt.Sprintf("--run %q: %v", c.Run, schema.ValidToken(c.Run))},
+		{c.Space == nil, "--config: no search space"},
+		{c.Budget < 1, fmt.Sprintf("--budget %d: need at least 1", c.Budget)},
+		{c.Init < 1, fmt.Sprintf("--init %d: need at least 1", c.Init)},
+		{c.Pool < 1, fmt.Sprintf("--pool %d: need at least 1", c.Pool)},
+		{c.Pool > c.Init, fmt.Sprintf("--pool %d is larger than --init %d: the pool is filled from the initial random designs; raise --init or lower --pool", c.Pool, c.Init)},
+		{c.Budget < c.Init, fmt.Sprintf("--budget %d is smaller than --init %d: the search would never get past its random designs", c.Budget, c.Init)},
+		{c.Tournament < 1 || c.Tournament > c.Pool, fmt.Sprintf("--tournament %d: want 1..--pool (%d)", c.Tournament, c.Pool)},
+		{c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, fmt.Sprintf("--replace %q: want worst or oldest", c.Replace)},
+		{c.Margin < 0, fmt.Sprintf("--margin %d: must be >= 0 (0 derives it from the live slots)", c.Margin)},
+		{c.ExpectSlots < 0, fmt.Sprintf("--expect-slots %d: must be >= 0", c.ExpectSlots)},
+		{c.WaitSlots < 0, fmt.Sprintf("--wait-slots %d: must be >= 0", c.WaitSlots)},
+		{c.AckWait < time.Second, fmt.Sprintf("--ack-wait %s: need at least 1s, or dead-worker detection races the heartbeats", c.AckWait)},
+		{c.MaxDeliver < 1, fmt.Sprintf("--max-deliver %d: need at least 1, or a design could never be delivered", c.MaxDeliver)},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
+		}
+	}
+	return nil
+}
+
+// MarginFor is the number of designs kept queued beyond slots live slots,
+// so that a slot that frees finds a design waiting while the controller
+// reacts: 5% of the slots, at least 2.
+func MarginFor(slots int) int { return max(2, (slots+19)/20) }
+
+// Fields are c's effective settings, for the start-up log line.
+func (c Config) Fields() logrus.Fields {
+	return logrus.Fields{
+		"run": c.Run, "space": c.Space.Name(), "budget": c.Budget, "init": c.Init,
+		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": c.Seed,
+		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
+		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots,
+	}
+}
+
+func marginText(m int) string {
+	if m == 0 {
+		return "auto (5% of live slots, >= 2)"
+	}
+	return fmt.Sprint(m)
+}

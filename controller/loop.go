@@ -1,0 +1,304 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// replay folds the run's existing results, then sets the next design
+// sequence after every design already published.
+func (c *Controller) replay(ctx context.Context) error {
+	if err := c.foldExisting(ctx); err != nil {
+		return err
+	}
+	last, err := c.lastQueued(ctx)
+	if err != nil {
+		return err
+	}
+	c.published = max(c.fold.MaxSeq(), last)
+	if c.published > 0 {
+		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
+			"pool_digest": c.fold.Pool().Digest()}).Info("resumed run from its results stream")
+	}
+	return nil
+}
+
+// foldExisting applies results until the consumer reports none pending.
+func (c *Controller) foldExisting(ctx context.Context) error {
+	info, err := c.js.Stream(ctx, schema.ResultStream)
+	if err != nil {
+		return fmt.Errorf("open stream %s: %w", schema.ResultStream, err)
+	}
+	si, err := info.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(c.cfg.Run)))
+	if err != nil {
+		return fmt.Errorf("stream info %s: %w", schema.ResultStream, err)
+	}
+	if si.State.Subjects[schema.ResultSubject(c.cfg.Run)] == 0 {
+		return nil
+	}
+	for {
+		select {
+		case m := <-c.results:
+			c.apply(m)
+			if m.pending == 0 {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// lastQueued is the highest design sequence still in the work queue.
+func (c *Controller) lastQueued(ctx context.Context) (uint64, error) {
+	raw, err := c.designs.GetLastMsgForSubject(ctx, schema.DesignSubject(c.cfg.Run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the work queue: %w", err)
+	}
+	d, err := schema.DecodeDesign(raw.Data)
+	if d == nil {
+		return 0, fmt.Errorf("read the work queue: last design: %w", err)
+	}
+	return d.Seq, nil
+}
+
+func (c *Controller) apply(m resultMsg) {
+	if m.err != nil {
+		f := logrus.Fields{"stream_seq": m.seq}
+		if m.res != nil {
+			f["design"] = m.res.DesignID
+		}
+		c.log.WithFields(f).WithError(m.err).Error("ignoring a malformed result")
+		return
+	}
+	if c.fold.Apply(m.res) {
+		c.logResult(m.res)
+	}
+}
+
+func (c *Controller) logResult(r *schema.Result) {
+	c.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "fitness": r.Fitness,
+		"worker": r.Worker, "slot": r.Slot, "attempt": r.Attempt, "duration": r.Duration().Round(time.Microsecond),
+		"origin": r.Design.Origin}).Debug("result")
+}
+
+// loop runs until the budget is spent.
+func (c *Controller) loop(ctx context.Context) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for c.fold.Terminal() < c.cfg.Budget {
+		if err := c.topUp(ctx); err != nil {
+			return err
+		}
+		if err := c.step(ctx, tick.C); err != nil {
+			return err
+		}
+	}
+	c.progress(true)
+	return nil
+}
+
+// step waits for one event and handles it, and every result already
+// waiting, so that one top-up follows a burst of results.
+func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
+	select {
+	case m := <-c.results:
+		c.apply(m)
+		c.drainResults()
+	case ev := <-c.presence:
+		c.onPresence(ctx, ev)
+	case seq := <-c.lost:
+		if err := c.recordLost(ctx, seq); err != nil {
+			c.log.WithError(err).Error("recording a lost design failed")
+		}
+	case <-tick:
+		c.progress(false)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (c *Controller) drainResults() {
+	for {
+		select {
+		case m := <-c.results:
+			c.apply(m)
+		default:
+			return
+		}
+	}
+}
+
+// InFlight is the number of published designs without a terminal result.
+func (c *Controller) InFlight() int { return int(c.published) - c.fold.Terminal() }
+
+// target is the number of designs to keep in flight: the live slots plus
+// a margin derived from them.
+func (c *Controller) target() int {
+	live := c.liveSlots()
+	margin := c.cfg.Margin
+	if margin == 0 {
+		margin = MarginFor(live)
+	}
+	return live + margin
+}
+
+// topUp publishes designs until target designs are in flight or the whole
+// budget is published.
+func (c *Controller) topUp(ctx context.Context) error {
+	n := min(c.target()-c.InFlight(), c.cfg.Budget-int(c.published))
+	if n <= 0 {
+		return nil
+	}
+	batch := make([]*schema.Design, n)
+	for i := range batch {
+		batch[i] = c.newDesign(c.published + uint64(i) + 1)
+	}
+	if err := c.publish(ctx, batch); err != nil {
+		return err
+	}
+	if c.firstPub.IsZero() {
+		c.firstPub = c.cfg.Now()
+	}
+	c.published += uint64(n)
+	if int(c.published) == c.cfg.Budget && c.phase != schema.PhaseDraining {
+		c.log.WithField("in_flight", c.InFlight()).Info("whole budget published; draining")
+		return c.setPhase(ctx, schema.PhaseDraining)
+	}
+	return nil
+}
+
+// newDesign makes design seq: random until Init designs have a result,
+// then a mutant of a tournament winner. Its randomness comes from the seed
+// and seq alone, so the same fold state gives the same design.
+func (c *Controller) newDesign(seq uint64) *schema.Design {
+	r := rand.New(rand.NewPCG(c.cfg.Seed, seq))
+	d := &schema.Design{V: schema.Version, Run: c.cfg.Run, ID: schema.DesignID(c.cfg.Run, seq),
+		Seq: seq, Created: c.cfg.Now(), Origin: schema.OriginRandom}
+	if c.fold.Random() {
+		d.Genome = c.cfg.Space.Random(r)
+		return d
+	}
+	parent := c.fold.Pool().Tournament(r, c.cfg.Tournament)
+	g, err := c.cfg.Space.Mutate(parent.Design.Genome, r)
+	if err != nil {
+		c.log.WithError(err).WithField("parent", parent.Design.ID).Warn("parent does not fit the search space; sampling a random design instead")
+		d.Genome = c.cfg.Space.Random(r)
+		return d
+	}
+	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, []string{parent.Design.ID}
+	return d
+}
+
+// publish stores every design of batch on the work queue and waits for
+// the broker's confirmations, retrying any that fail.
+func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error {
+	subject := schema.DesignSubject(c.cfg.Run)
+	data := make([][]byte, len(batch))
+	futures := make([]jetstream.PubAckFuture, len(batch))
+	for i, d := range batch {
+		b, err := schema.EncodeDesign(d)
+		if err != nil {
+			return fmt.Errorf("design %s: %w", d.ID, err)
+		}
+		data[i] = b
+		futures[i], err = c.js.PublishAsync(subject, b, jetstream.WithMsgID(d.ID))
+		if err != nil {
+			futures[i] = nil
+		}
+	}
+	for i, f := range futures {
+		if err := c.confirm(ctx, f, subject, batch[i].ID, data[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// confirm waits for one asynchronous publish; a failed one is republished
+// synchronously (the same Nats-Msg-Id, so never twice) until it is stored.
+func (c *Controller) confirm(ctx context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
+	if f != nil {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			c.log.WithError(err).WithField("design", id).Warn("publishing design failed; retrying")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		_, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.WithError(err).WithField("design", id).Warn("publishing design failed; retrying")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// onPresence tracks a worker's heartbeat and keeps the consumer's limits
+// above the live slot count.
+func (c *Controller) onPresence(ctx context.Context, ev presenceEvent) {
+	before := c.liveSlots()
+	if ev.p == nil {
+		c.slots.remove(ev.worker)
+	} else if c.slots.put(ev.p, c.cfg.Now()) {
+		c.log.WithFields(logrus.Fields{"worker": ev.worker, "host": ev.p.Host, "slots": ev.p.Slots}).Info("worker joined")
+	}
+	if live := c.liveSlots(); live > before {
+		c.checkLimits(ctx, live)
+	}
+}
+
+func (c *Controller) checkLimits(ctx context.Context, live int) {
+	if err := broker.RaiseAckPending(ctx, c.js, c.cons, live+MarginFor(live)); err != nil {
+		c.log.WithError(err).Error("could not raise the consumer's MaxAckPending; slots beyond it will idle")
+	}
+	info, err := c.cons.Info(ctx)
+	if err != nil {
+		return
+	}
+	if err := broker.CheckLimits(info, live); err != nil {
+		c.log.WithError(err).Error("slots will idle")
+	}
+}
+
+func (c *Controller) liveSlots() int { return c.slots.live(c.cfg.Now()).slots }
+
+// progress logs a progress line every Progress, or now when force.
+func (c *Controller) progress(force bool) {
+	now := c.cfg.Now()
+	c.slots.prune(now)
+	if !force && now.Sub(c.lastLog) < c.cfg.Progress {
+		return
+	}
+	c.lastLog = now
+	l := c.slots.live(now)
+	f := logrus.Fields{"evaluations": c.fold.Terminal(), "budget": c.cfg.Budget, "in_flight": c.InFlight(),
+		"workers": l.workers, "slots": l.slots, "busy": l.busy, "pool": c.fold.Pool().Len()}
+	if b := c.fold.Best(); b != nil {
+		f["best"] = b.Fitness
+	}
+	c.log.WithFields(f).Info("progress")
+}

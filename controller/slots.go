@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// slotTracker keeps the live workers of a run from their presence
+// heartbeats. A worker is live while its last heartbeat arrived less than
+// three of its intervals ago and it is not leaving.
+type slotTracker struct {
+	workers map[string]*seenWorker
+	maxLive int
+}
+
+type seenWorker struct {
+	p    schema.Presence
+	seen time.Time // local receive time: immune to clock skew
+}
+
+// liveCount is a snapshot of the live workers.
+type liveCount struct {
+	workers, slots, busy int
+}
+
+func newSlotTracker() *slotTracker { return &slotTracker{workers: map[string]*seenWorker{}} }
+
+// put records a heartbeat; it reports whether the worker is new.
+func (t *slotTracker) put(p *schema.Presence, now time.Time) bool {
+	w, ok := t.workers[p.Worker]
+	if !ok {
+		w = &seenWorker{}
+		t.workers[p.Worker] = w
+	}
+	w.p, w.seen = *p, now
+	t.maxLive = max(t.maxLive, t.live(now).slots)
+	return !ok
+}
+
+func (t *slotTracker) remove(worker string) { delete(t.workers, worker) }
+
+func (w *seenWorker) alive(now time.Time) bool {
+	return !w.p.Leaving && now.Sub(w.seen) < 3*w.p.Interval
+}
+
+// live counts the live workers, their slots and busy slots.
+func (t *slotTracker) live(now time.Time) liveCount {
+	var l liveCount
+	for _, w := range t.workers {
+		if w.alive(now) {
+			l.workers++
+			l.slots += w.p.Slots
+			l.busy += w.p.Busy
+		}
+	}
+	return l
+}
+
+// prune forgets workers silent for a minute.
+func (t *slotTracker) prune(now time.Time) {
+	for id, w := range t.workers {
+		if now.Sub(w.seen) > time.Minute && now.Sub(w.seen) > 10*w.p.Interval {
+			delete(t.workers, id)
+		}
+	}
+}
+
+// MaxLive is the largest number of live slots seen at once.
+func (t *slotTracker) MaxLive() int { return t.maxLive }

@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"math"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// Stats accumulates the run's timing figures in memory bounded by the
+// number of slots, not by the number of evaluations.
+type Stats struct {
+	evaluations int
+	firstStart  time.Time
+	lastStart   time.Time // when the latest design was handed to a slot
+	busy        time.Duration
+	recent      []interval // the latest results, to clip busy time at lastStart
+	next        int
+	slotsUsed   map[slotKey]struct{}
+	gaps        histogram
+}
+
+type interval struct{ start, stop time.Time }
+
+type slotKey struct {
+	worker string
+	slot   int
+}
+
+// recentKeep bounds the ring of recent results; results still running
+// when the last design was handed out are among the latest, at most one
+// per slot.
+const recentKeep = 1 << 16
+
+// NewStats returns empty statistics.
+func NewStats() *Stats {
+	return &Stats{slotsUsed: map[slotKey]struct{}{}, recent: make([]interval, 0, 256)}
+}
+
+// Add records one counted result. Lost results have no timing.
+func (s *Stats) Add(r *schema.Result) {
+	if r.Status == schema.StatusLost || r.Start.IsZero() {
+		return
+	}
+	s.evaluations++
+	if s.firstStart.IsZero() || r.Start.Before(s.firstStart) {
+		s.firstStart = r.Start
+	}
+	if r.Start.After(s.lastStart) {
+		s.lastStart = r.Start
+	}
+	s.busy += r.Stop.Sub(r.Start)
+	s.remember(interval{r.Start, r.Stop})
+	s.slotsUsed[slotKey{r.Worker, r.Slot}] = struct{}{}
+	if r.Gap >= 0 {
+		s.gaps.add(r.Gap)
+	}
+}
+
+func (s *Stats) remember(iv interval) {
+	if len(s.recent) < recentKeep {
+		s.recent = append(s.recent, iv)
+		return
+	}
+	s.recent[s.next] = iv
+	s.next = (s.next + 1) % recentKeep
+}
+
+// SlotsUsed is the number of slots that evaluated at least one design.
+func (s *Stats) SlotsUsed() int { return len(s.slotsUsed) }
+
+// Window is the steady-state window: from the first evaluation's start to
+// the moment the last design was handed to a slot.
+func (s *Stats) Window() time.Duration { return s.lastStart.Sub(s.firstStart) }
+
+// Utilization is busy slot-time within the window over slots × window.
+func (s *Stats) Utilization(slots int) float64 {
+	w := s.Window()
+	if w <= 0 || slots < 1 {
+		return 0
+	}
+	busy := s.busy
+	for _, iv := range s.recent {
+		if iv.stop.After(s.lastStart) {
+			busy -= iv.stop.Sub(maxTime(iv.start, s.lastStart))
+		}
+	}
+	return busy.Seconds() / (float64(slots) * w.Seconds())
+}
+
+// GapQuantile is the q-quantile of the time from storing one result to
+// starting the next design on the same slot.
+func (s *Stats) GapQuantile(q float64) time.Duration { return s.gaps.quantile(q) }
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// histogram is a log-bucketed histogram of durations from 1µs to about
+// 30 hours with 2% relative resolution.
+type histogram struct {
+	counts [histBuckets]uint64
+	n      uint64
+}
+
+const (
+	histGrowth  = 1.02
+	histBuckets = 1300
+)
+
+var histLog = math.Log(histGrowth)
+
+func (h *histogram) add(d time.Duration) {
+	us := float64(d) / float64(time.Microsecond)
+	i := 0
+	if us > 1 {
+		i = min(int(math.Log(us)/histLog)+1, histBuckets-1)
+	}
+	h.counts[i]++
+	h.n++
+}
+
+func (h *histogram) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.n)))
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= max(rank, 1) {
+			return bucketValue(i)
+		}
+	}
+	return bucketValue(histBuckets - 1)
+}
+
+// bucketValue is the upper bound of bucket i.
+func bucketValue(i int) time.Duration {
+	if i == 0 {
+		return time.Microsecond
+	}
+	return time.Duration(math.Pow(histGrowth, float64(i)) * float64(time.Microsecond))
+}

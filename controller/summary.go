@@ -1,0 +1,84 @@
+package controller
+
+import (
+	"math"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
+)
+
+// Summary is the outcome of a run; its JSON form is what `evoq run --json`
+// prints last.
+type Summary struct {
+	Run         string `json:"run"`
+	Evaluations int    `json:"evaluations"` // designs with a terminal result
+	OK          int    `json:"ok"`
+	Infeasible  int    `json:"infeasible"`
+	Error       int    `json:"error"`
+	Timeout     int    `json:"timeout"`
+	Lost        int    `json:"lost"`
+	// BestFitness is null when no design evaluated ok.
+	BestFitness *float64       `json:"best_fitness"`
+	Best        map[string]any `json:"best"` // the best design's genome
+	BestID      string         `json:"best_id,omitempty"`
+	// BestRandomFitness is the best of the random (initial) designs.
+	BestRandomFitness *float64 `json:"best_random_fitness"`
+	// WallS runs from the first design published to the last result.
+	WallS     float64 `json:"wall_s"`
+	EvalsPerS float64 `json:"evals_per_s"`
+	// Slots is the largest number of live slots seen at once.
+	Slots      int     `json:"slots"`
+	SlotsUsed  int     `json:"slots_used"`
+	UtilSteady float64 `json:"util_steady"`
+	GapP50Ms   float64 `json:"gap_p50_ms"`
+	GapP99Ms   float64 `json:"gap_p99_ms"`
+	PoolSize   int     `json:"pool_size"`
+	PoolDigest string  `json:"pool_digest"`
+}
+
+// Summary describes the run as folded so far.
+func (c *Controller) Summary() *Summary {
+	f, st := c.fold, c.fold.Stats()
+	s := &Summary{
+		Run: c.cfg.Run, Evaluations: f.Terminal(),
+		OK: f.Count(schema.StatusOK), Infeasible: f.Count(schema.StatusInfeasible),
+		Error: f.Count(schema.StatusError), Timeout: f.Count(schema.StatusTimeout), Lost: f.Count(schema.StatusLost),
+		Slots: c.slots.MaxLive(), SlotsUsed: st.SlotsUsed(),
+		GapP50Ms: ms(st.GapQuantile(0.5)), GapP99Ms: ms(st.GapQuantile(0.99)),
+		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
+	}
+	s.UtilSteady = round(st.Utilization(s.Slots), 4)
+	if b := f.Best(); b != nil {
+		s.BestFitness, s.Best, s.BestID = &b.Fitness, b.Design.Genome, b.Design.ID
+	}
+	if b := f.BestRandom(); b != nil {
+		s.BestRandomFitness = &b.Fitness
+	}
+	if !c.firstPub.IsZero() {
+		wall := c.cfg.Now().Sub(c.firstPub)
+		s.WallS = round(wall.Seconds(), 3)
+		s.EvalsPerS = round(float64(s.Evaluations)/wall.Seconds(), 1)
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 3) }
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+// Fields are the summary's figures for a log line.
+func (s *Summary) Fields() logrus.Fields {
+	f := logrus.Fields{"evaluations": s.Evaluations, "ok": s.OK, "infeasible": s.Infeasible,
+		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "wall_s": s.WallS,
+		"evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
+		"util_steady": s.UtilSteady, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
+		"pool_digest": s.PoolDigest}
+	if s.BestFitness != nil {
+		f["best_fitness"] = *s.BestFitness
+	}
+	return f
+}

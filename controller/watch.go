@@ -1,0 +1,165 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// resultMsg is one message of the results stream, decoded or not.
+type resultMsg struct {
+	res     *schema.Result
+	err     error
+	pending uint64 // messages still to come on the run's subject
+	seq     uint64 // stream sequence
+}
+
+// presenceEvent is a presence put or a removal (p nil).
+type presenceEvent struct {
+	worker string
+	p      *schema.Presence
+}
+
+// startWatches starts the results consumer (from the first result), the
+// presence watch and the max-deliveries advisory subscription. They stop
+// with ctx.
+func (c *Controller) startWatches(ctx context.Context) error {
+	if err := c.consumeResults(ctx); err != nil {
+		return err
+	}
+	if err := c.watchPresence(ctx); err != nil {
+		return err
+	}
+	return c.watchLost(ctx)
+}
+
+func (c *Controller) consumeResults(ctx context.Context) error {
+	cons, err := c.js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schema.ResultSubject(c.cfg.Run)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consume results: %w", err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		m := resultMsg{}
+		m.res, m.err = schema.DecodeResult(msg.Data())
+		if meta, err := msg.Metadata(); err == nil {
+			m.pending, m.seq = meta.NumPending, meta.Sequence.Stream
+		}
+		select {
+		case c.results <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("consume results: %w", err)
+	}
+	go func() { <-ctx.Done(); cc.Stop() }()
+	return nil
+}
+
+func (c *Controller) watchPresence(ctx context.Context) error {
+	kv, err := c.js.KeyValue(ctx, schema.PresenceBucket)
+	if err != nil {
+		return fmt.Errorf("open bucket %s: %w", schema.PresenceBucket, err)
+	}
+	w, err := kv.Watch(ctx, c.cfg.Run+".*")
+	if err != nil {
+		return fmt.Errorf("watch presence: %w", err)
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e == nil {
+				continue // end of the initial values
+			}
+			ev := presenceEvent{worker: strings.TrimPrefix(e.Key(), c.cfg.Run+".")}
+			if e.Operation() == jetstream.KeyValuePut {
+				p, err := schema.DecodePresence(e.Value())
+				if err != nil {
+					c.log.WithError(err).WithField("worker", ev.worker).Warn("ignoring a malformed presence heartbeat")
+					continue
+				}
+				ev.p = p
+			}
+			select {
+			case c.presence <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// maxDeliveries is the part of the JetStream max-deliveries advisory used.
+type maxDeliveries struct {
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries int    `json:"deliveries"`
+}
+
+func (c *Controller) watchLost(ctx context.Context) error {
+	subject := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", schema.DesignStream, schema.ConsumerName(c.cfg.Run))
+	sub, err := c.js.Conn().Subscribe(subject, func(m *nats.Msg) {
+		var a maxDeliveries
+		if err := json.Unmarshal(m.Data, &a); err != nil || a.StreamSeq == 0 {
+			c.log.WithField("advisory", string(m.Data)).Warn("ignoring a malformed max-deliveries advisory")
+			return
+		}
+		select {
+		case c.lost <- a.StreamSeq:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+	}
+	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
+	return nil
+}
+
+// recordLost records a design that reached its redelivery limit as lost,
+// then deletes it from the work queue, where it would otherwise stay.
+func (c *Controller) recordLost(ctx context.Context, streamSeq uint64) error {
+	raw, err := c.designs.GetMsg(ctx, streamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // already acked or deleted
+	}
+	if err != nil {
+		return fmt.Errorf("read lost design at stream seq %d: %w", streamSeq, err)
+	}
+	d, err := schema.DecodeDesign(raw.Data)
+	if err != nil {
+		c.log.WithError(err).WithField("stream_seq", streamSeq).Error("a malformed design reached its redelivery limit; deleting it")
+		return c.designs.DeleteMsg(ctx, streamSeq)
+	}
+	if !c.fold.Has(d.Seq) {
+		r := &schema.Result{Run: d.Run, DesignID: d.ID, Design: *d, Status: schema.StatusLost,
+			Fitness: schema.InfeasibleFitness, Attempt: c.cfg.MaxDeliver,
+			Error: fmt.Sprintf("redelivery limit %d reached: every attempt ended without a result", c.cfg.MaxDeliver)}
+		if err := c.publishResult(ctx, r); err != nil {
+			return err
+		}
+		c.log.WithField("design", d.ID).Warn("design lost: redelivery limit reached")
+	}
+	return c.designs.DeleteMsg(ctx, streamSeq)
+}
+
+func (c *Controller) publishResult(ctx context.Context, r *schema.Result) error {
+	data, err := schema.EncodeResult(r)
+	if err != nil {
+		return err
+	}
+	_, err = c.js.Publish(ctx, schema.ResultSubject(r.Run), data, jetstream.WithMsgID(schema.ResultMsgID(r.DesignID, 0)))
+	if err != nil {
+		return fmt.Errorf("record result of %s: %w", r.DesignID, err)
+	}
+	return nil
+}

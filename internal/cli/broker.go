@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/evoq/evoq/broker"
+)
+
+// brokerCmd runs the embedded broker alone, for controllers and workers on
+// other hosts.
+type brokerCmd struct {
+	env Env
+	b   brokerFlags
+	l   logFlags
+}
+
+func (c *brokerCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("broker", "Runs the embedded NATS JetStream broker alone and declares evoq's streams and buckets.", c.env.Stderr)
+	c.b.register(fs, false)
+	c.l.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := c.l.logger(c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := c.b.validate(); err != nil {
+		return err
+	}
+	s, err := open(&c.b, "evoq-broker", log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := broker.Declare(ctx, s.js); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.env.Stdout, s.url)
+	log.WithField("url", s.url).Info("broker serving; SIGTERM or SIGINT stops it")
+	<-ctx.Done()
+	log.Info("broker stopping")
+	return nil
+}

@@ -1,0 +1,124 @@
+// Package cli implements the evoq command line: one small type per
+// subcommand, each with Run(ctx, args) writing to injected writers.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Version is the evoq version, set at build time with -ldflags.
+var Version = "dev"
+
+// command is one subcommand.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// Env is what a subcommand writes to.
+type Env struct {
+	Stdout, Stderr io.Writer
+}
+
+type entry struct {
+	summary string
+	make    func(Env) command
+}
+
+var commands = map[string]entry{
+	"run":        {"run a whole search: embedded broker, controller and local workers", func(e Env) command { return &runCmd{controllerCmd: controllerCmd{env: e}} }},
+	"broker":     {"run the embedded broker alone (JetStream store on --dir)", func(e Env) command { return &brokerCmd{env: e} }},
+	"controller": {"run the search controller (embedded broker unless --nats)", func(e Env) command { return &controllerCmd{env: e} }},
+	"worker":     {"run a worker: one evaluation slot per --slots", func(e Env) command { return &workerCmd{env: e} }},
+	"version":    {"print the version", func(e Env) command { return versionCmd{env: e} }},
+}
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	env := Env{Stdout: stdout, Stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		return 0
+	}
+	e, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "evoq: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signalContext(ctx, stderr)
+	defer stop()
+	err := e.make(env).Run(ctx, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// errUsage marks a bad flag or argument: exit code 2.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "evoq: asynchronous steady-state evolutionary search over a NATS JetStream work queue")
+	fmt.Fprintln(w, "\nUsage: evoq <command> [flags]    (evoq <command> -h lists its flags)\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
+	}
+}
+
+// signalContext is cancelled on the first SIGINT or SIGTERM, which asks for
+// a drain; a second one exits at once.
+func signalContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			fmt.Fprintf(stderr, "evoq: %s: draining; send it again to stop at once\n", s)
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		s := <-ch
+		fmt.Fprintf(stderr, "evoq: %s again: stopping now\n", s)
+		forceExit()
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// forceExit ends the process on a second signal; children in the same
+// process group get the signal from the terminal too, and run's workers
+// die with their parent (Pdeathsig).
+var forceExit = func() { os.Exit(130) }
+
+type versionCmd struct{ env Env }
+
+func (v versionCmd) Run(context.Context, []string) error {
+	fmt.Fprintln(v.env.Stdout, "evoq", Version)
+	return nil
+}

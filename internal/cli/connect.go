@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// session is a broker connection, with the embedded broker when there is
+// one.
+type session struct {
+	url      string
+	embedded *broker.Embedded
+	nc       *nats.Conn
+	js       jetstream.JetStream
+}
+
+// open starts the embedded broker (unless b.nats is set) and connects.
+func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error) {
+	s := &session{url: b.nats}
+	if b.nats == "" {
+		e, err := broker.Start(broker.Config{Dir: b.dir, Listen: b.listen, SyncAlways: b.syncAlways, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		s.embedded, s.url = e, e.ClientURL()
+		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync_always": b.syncAlways}).Info("embedded broker ready")
+	}
+	nc, err := broker.Connect(s.url, name, s.embedded, log)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.nc = nc
+	if s.js, err = jetstream.New(nc); err != nil {
+		s.close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return s, nil
+}
+
+// waitConnected waits for the first connection to an external broker, so
+// that a wrong URL is reported instead of retried in silence.
+func (s *session) waitConnected(ctx context.Context, log logrus.FieldLogger) error {
+	last := time.Now()
+	for !s.nc.IsConnected() {
+		if time.Since(last) > 5*time.Second {
+			log.WithField("url", s.url).Warn("broker not reachable yet; still trying")
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connect to %s: %w", s.url, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *session) close() {
+	if s.nc != nil {
+		_ = s.nc.Drain()
+		s.nc.Close()
+	}
+	if s.embedded != nil {
+		s.embedded.Shutdown()
+	}
+}

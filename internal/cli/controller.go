@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"flag"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/sirupsen/logrus"
+)
+
+// controllerCmd runs the search controller, with the embedded broker
+// unless --nats names an external one.
+type controllerCmd struct {
+	env       Env
+	s         searchFlags
+	b         brokerFlags
+	l         logFlags
+	jsonOut   bool
+	waitSlots int
+}
+
+func (c *controllerCmd) register(fs *flag.FlagSet) {
+	c.s.register(fs)
+	c.b.register(fs, true)
+	c.l.register(fs)
+	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
+	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
+}
+
+func (c *controllerCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("controller", "Runs the search: folds results into the pool and keeps every live worker slot fed.", c.env.Stderr)
+	c.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := c.l.logger(c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := c.config(log)
+	if err != nil {
+		return err
+	}
+	s, err := open(&c.b, "evoq-controller", log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.waitConnected(ctx, log); err != nil {
+		return err
+	}
+	return runController(ctx, s, cfg, c.env, c.jsonOut)
+}
+
+func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error) {
+	if c.s.run == "" {
+		c.s.run = defaultRunID()
+	}
+	if err := c.b.validate(); err != nil {
+		return controller.Config{}, err
+	}
+	if c.waitSlots < 0 {
+		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)
+	}
+	cfg, err := c.s.config(log)
+	cfg.WaitSlots = c.waitSlots
+	return cfg, err
+}
+
+// runController runs the search and prints its summary.
+func runController(ctx context.Context, s *session, cfg controller.Config, env Env, jsonOut bool) error {
+	ctl, err := controller.New(s.js, cfg)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	sum, err := ctl.Run(ctx)
+	if err != nil {
+		return err
+	}
+	return printSummary(env.Stdout, sum, jsonOut)
+}

@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/worker"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("evoq "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: evoq %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args and refuses positional arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	return nil
+}
+
+// logFlags configure logging.
+type logFlags struct {
+	format, level string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func (l *logFlags) logger(w io.Writer) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.SetOutput(w)
+	lvl, err := logrus.ParseLevel(l.level)
+	if err != nil {
+		return nil, usageErr("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	log.SetLevel(lvl)
+	switch l.format {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000",
+			DisableColors: !isTerminal(w)})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, usageErr("--log-format %q: want text or json", l.format)
+	}
+	return log, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func (l *logFlags) args() []string {
+	return []string{"--log-format", l.format, "--log-level", l.level}
+}
+
+// brokerFlags choose the embedded broker or an external one.
+type brokerFlags struct {
+	dir, listen, nats string
+	syncAlways        bool
+}
+
+func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {
+	fs.StringVar(&b.dir, "dir", broker.DirDefault, "JetStream store directory of the embedded broker")
+	fs.StringVar(&b.listen, "listen", broker.ListenDefault, "host:port the embedded broker listens on (port 0: any free port)")
+	fs.BoolVar(&b.syncAlways, "sync-always", false, "fsync every store write (survives machine crashes; slower)")
+	if withNats {
+		fs.StringVar(&b.nats, "nats", "", "URL of an external NATS server with JetStream (instead of the embedded broker)")
+	}
+}
+
+func (b *brokerFlags) validate() error {
+	if b.nats != "" {
+		return nil
+	}
+	if b.dir == "" {
+		return usageErr("--dir: empty store directory")
+	}
+	_, _, err := broker.SplitListen(b.listen)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+// searchFlags configure the controller.
+type searchFlags struct {
+	spacePath, run, replace         string
+	budget, init, pool, tournament  int
+	margin, expectSlots, maxDeliver int
+	seed                            uint64
+	ackWait                         time.Duration
+}
+
+func (s *searchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.spacePath, "config", "", "search space YAML file (default: the built-in mlp space)")
+	fs.StringVar(&s.run, "run", "", "run ID (default: run-<date>-<time>)")
+	fs.IntVar(&s.budget, "budget", controller.BudgetDefault, "designs to evaluate; the run ends when each has a terminal result")
+	fs.IntVar(&s.init, "init", controller.InitDefault, "random designs evaluated before mutants are made")
+	fs.IntVar(&s.pool, "pool", controller.PoolDefault, "pool size (at most --init)")
+	fs.StringVar(&s.replace, "replace", string(controller.ReplaceDefault), "pool replacement: worst, or oldest (regularized evolution)")
+	fs.IntVar(&s.tournament, "tournament", controller.TournamentDefault, "tournament size for parent selection (at most --pool)")
+	fs.Uint64Var(&s.seed, "seed", 1, "random seed")
+	fs.IntVar(&s.margin, "margin", 0, "designs queued beyond the live slots (0: 5% of the live slots, at least 2)")
+	fs.IntVar(&s.expectSlots, "expect-slots", 0, "slots the consumer limits are sized for (0: --slots for run, else 1; never below 4096 waiting pulls)")
+	fs.IntVar(&s.maxDeliver, "max-deliver", broker.MaxDeliverDefault, "deliveries of a design before it is recorded as lost")
+	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
+}
+
+// config builds and validates the controller config.
+func (s *searchFlags) config(log logrus.FieldLogger) (controller.Config, error) {
+	sp, err := loadSpace(s.spacePath)
+	if err != nil {
+		return controller.Config{}, usageErr("--config: %v", err)
+	}
+	replace, err := controller.ParseReplace(s.replace)
+	if err != nil {
+		return controller.Config{}, usageErr("%v", err)
+	}
+	cfg := controller.Config{
+		Run: s.run, Space: sp, Budget: s.budget, Init: s.init, Pool: s.pool, Replace: replace,
+		Tournament: min(s.tournament, s.pool), Seed: s.seed, Margin: s.margin, ExpectSlots: s.expectSlots,
+		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Logger: log,
+	}
+	if err := s.validate(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageErr("%v", err)
+	}
+	return cfg, nil
+}
+
+// validate catches values that the defaults would silently replace.
+func (s *searchFlags) validate() error {
+	for _, v := range []struct {
+		name string
+		val  int
+	}{{"--budget", s.budget}, {"--init", s.init}, {"--pool", s.pool}, {"--tournament", s.tournament}, {"--max-deliver", s.maxDeliver}} {
+		if v.val < 1 {
+			return usageErr("%s %d: need at least 1", v.name, v.val)
+		}
+	}
+	if s.ackWait <= 0 {
+		return usageErr("--ack-wait %s: must be positive", s.ackWait)
+	}
+	return nil
+}
+
+func loadSpace(path string) (*space.Space, error) {
+	if path == "" {
+		return space.Parse(mlp.DefaultSpace)
+	}
+	return space.Load(path)
+}
+
+func defaultRunID() string {
+	return fmt.Sprintf("run-%s-%04x", time.Now().Format("20060102-150405"), os.Getpid()&0xffff)
+}
+
+// workerFlags configure a worker's slots and evaluator.
+type workerFlags struct {
+	id, evaluator, evalCmd string
+	slots                  int
+	simMean, simFail       float64
+	evalTimeout            time.Duration
+}
+
+func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int) {
+	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim or noop (ignored with --eval-cmd)")
+	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
+	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
+	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
+	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
+	fs.DurationVar(&w.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
+}
+
+func (w *workerFlags) validate(fs *flag.FlagSet) error {
+	if w.slots < 1 {
+		return usageErr("--slots %d: need at least 1", w.slots)
+	}
+	if w.evalCmd != "" && isSet(fs, "evaluator") {
+		return usageErr("--evaluator %q and --eval-cmd: give one or the other", w.evaluator)
+	}
+	if !(w.simMean > 0 && w.simMean < 1e6) {
+		return usageErr("--sim-mean %v: want seconds > 0", w.simMean)
+	}
+	if !(w.simFail >= 0 && w.simFail <= 1) {
+		return usageErr("--sim-fail %v: want a share in 0..1", w.simFail)
+	}
+	if w.evalTimeout < 0 {
+		return usageErr("--eval-timeout %s: must be >= 0", w.evalTimeout)
+	}
+	_, err := w.build()
+	return err
+}
+
+// build returns the evaluator the flags name.
+func (w *workerFlags) build() (worker.Evaluator, error) {
+	if w.evalCmd != "" {
+		return worker.Command{Cmd: w.evalCmd}, nil
+	}
+	switch w.evaluator {
+	case "mlp":
+		return worker.MLP{}, nil
+	case "sim":
+		return worker.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail}, nil
+	case "noop":
+		return worker.Noop{}, nil
+	}
+	return nil, usageErr("--evaluator %q: want mlp, sim or noop, or give --eval-cmd", w.evaluator)
+}
+
+// args are the flags for a child worker process.
+func (w *workerFlags) args() []string {
+	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean),
+		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
+	if w.evalCmd != "" {
+		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
+	}
+	return a
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

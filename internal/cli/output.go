@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/evoq/evoq/controller"
+)
+
+// printSummary writes the run's outcome for a person, and with jsonOut the
+// figures as one JSON object on the last line.
+func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
+	fmt.Fprintf(w, "run %s: %d evaluations (%d ok, %d infeasible, %d error, %d timeout, %d lost) in %.1f s, %.1f/s\n",
+		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, s.WallS, s.EvalsPerS)
+	fmt.Fprintf(w, "slots: %d live, %d used; steady-state utilization %.3f; gap between designs on a slot p50 %.2f ms, p99 %.2f ms\n",
+		s.Slots, s.SlotsUsed, s.UtilSteady, s.GapP50Ms, s.GapP99Ms)
+	if s.BestRandomFitness != nil {
+		fmt.Fprintf(w, "best of the random initial designs: %.4f\n", *s.BestRandomFitness)
+	}
+	if s.BestFitness == nil {
+		fmt.Fprintln(w, "no design evaluated ok")
+	} else {
+		g, _ := json.Marshal(s.Best)
+		fmt.Fprintf(w, "best: %.4f  design %s\n  %s\n", *s.BestFitness, s.BestID, g)
+	}
+	if !jsonOut {
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/sirupsen/logrus"
+)
+
+// runCmd runs a whole search in one process tree: the embedded broker and
+// the controller in this process, --workers local worker processes sharing
+// --slots slots.
+type runCmd struct {
+	controllerCmd
+	w       workerFlags
+	workers int
+}
+
+// WorkerExitTimeout is how long run waits for its workers to leave after
+// the run is done before it stops them.
+const WorkerExitTimeout = 10 * time.Second
+
+func (c *runCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
+	c.register(fs)
+	c.w.register(fs, runtime.NumCPU())
+	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := c.l.logger(c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := c.validate(fs); err != nil {
+		return err
+	}
+	cfg, err := c.config(log)
+	if err != nil {
+		return err
+	}
+	return c.runAll(ctx, cfg, log)
+}
+
+func (c *runCmd) validate(fs *flag.FlagSet) error {
+	if err := c.w.validate(fs); err != nil {
+		return err
+	}
+	if c.workers < 1 {
+		return usageErr("--workers %d: need at least 1", c.workers)
+	}
+	if c.workers > c.w.slots {
+		return usageErr("--workers %d is more than --slots %d: every worker needs a slot", c.workers, c.w.slots)
+	}
+	if c.s.expectSlots == 0 {
+		c.s.expectSlots = c.w.slots
+	}
+	if c.waitSlots == 0 {
+		c.waitSlots = c.w.slots
+	}
+	return nil
+}
+
+func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.Logger) error {
+	s, err := open(&c.b, "evoq-run", log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": c.evaluatorName()}).Info("starting local workers")
+	procs, err := c.startWorkers(s.url, cfg.Run, log)
+	defer procs.stop(log)
+	if err != nil {
+		return err
+	}
+	return runController(ctx, s, cfg, c.env, c.jsonOut)
+}
+
+func (c *runCmd) evaluatorName() string {
+	if c.w.evalCmd != "" {
+		return "command: " + c.w.evalCmd
+	}
+	return c.w.evaluator
+}
+
+// slotsOf shares slots out among workers, the remainder to the first ones.
+func slotsOf(slots, workers, i int) int {
+	n := slots / workers
+	if i < slots%workers {
+		n++
+	}
+	return n
+}
+
+// workerProcs are run's child worker processes.
+type workerProcs struct {
+	cmds []*exec.Cmd
+	wg   sync.WaitGroup
+	done chan struct{}
+}
+
+func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerProcs, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return &workerProcs{}, fmt.Errorf("find the evoq binary for the workers: %w", err)
+	}
+	p := &workerProcs{done: make(chan struct{})}
+	for i := range c.workers {
+		args := append([]string{"worker", "--nats", url, "--run", run, "--id", "w" + strconv.Itoa(i+1),
+			"--slots", strconv.Itoa(slotsOf(c.w.slots, c.workers, i))}, c.w.args()...)
+		cmd := exec.Command(exe, append(args, c.l.args()...)...)
+		cmd.Stdout, cmd.Stderr = c.env.Stderr, c.env.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return p, fmt.Errorf("start worker %d: %w", i+1, err)
+		}
+		p.cmds = append(p.cmds, cmd)
+		p.wg.Add(1)
+		go p.watch(cmd, log)
+	}
+	go func() { p.wg.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// watch reaps one worker and says loudly if it died.
+func (p *workerProcs) watch(cmd *exec.Cmd, log logrus.FieldLogger) {
+	defer p.wg.Done()
+	if err := cmd.Wait(); err != nil {
+		log.WithError(err).WithField("pid", cmd.Process.Pid).Error("a local worker process exited abnormally; its designs are redelivered to the other slots")
+	}
+}
+
+// stop waits for the workers to leave by themselves (the run is done),
+// then asks them to drain (SIGTERM), then kills them.
+func (p *workerProcs) stop(log logrus.FieldLogger) {
+	if p.done == nil {
+		return
+	}
+	if p.waitFor(WorkerExitTimeout) {
+		return
+	}
+	log.Warn("local workers still running; stopping them")
+	p.signal(syscall.SIGTERM)
+	if p.waitFor(WorkerExitTimeout) {
+		return
+	}
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *workerProcs) waitFor(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (p *workerProcs) signal(sig syscall.Signal) {
+	for _, c := range p.cmds {
+		if c.ProcessState == nil {
+			_ = c.Process.Signal(sig)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/worker"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// workerCmd runs one worker process.
+type workerCmd struct {
+	env          Env
+	w            workerFlags
+	l            logFlags
+	nats, run    string
+	drainTimeout time.Duration
+}
+
+// DrainTimeoutDefault is how long a stopping worker lets running
+// evaluations finish before handing them back.
+const DrainTimeoutDefault = 5 * time.Minute
+
+func (c *workerCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
+	c.w.register(fs, 1)
+	c.l.register(fs)
+	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker")
+	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
+	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.w.validate(fs); err != nil {
+		return err
+	}
+	log, err := c.l.logger(c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	return c.serve(ctx, log)
+}
+
+func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
+	s, err := open(&brokerFlags{nats: c.nats}, "evoq-worker", log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.waitConnected(ctx, log); err != nil {
+		return err
+	}
+	run, err := c.pickRun(ctx, s.js)
+	if err != nil {
+		return err
+	}
+	ev, _ := c.w.build()
+	hard, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := worker.New(s.js, worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
+		EvalTimeout: c.w.evalTimeout, Logger: log})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if err := c.start(ctx, hard, w); err != nil {
+		return err
+	}
+	return c.wait(ctx, w, log)
+}
+
+// start joins the run; the signal context aborts the wait for it.
+func (c *workerCmd) start(ctx, hard context.Context, w *worker.Worker) error {
+	errc := make(chan error, 1)
+	go func() { errc <- w.Start(hard) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return errors.New("stopped before the run started")
+	}
+}
+
+// wait returns when the worker is done: the run finished, or a signal
+// asked for a drain.
+func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.FieldLogger) error {
+	select {
+	case <-w.Done():
+		return nil
+	case <-ctx.Done():
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), c.drainTimeout)
+	defer cancel()
+	if err := w.Stop(dctx); err != nil {
+		log.WithError(err).Warn("drain timed out; unfinished designs were handed back")
+	}
+	return nil
+}
+
+// pickRun is --run, or the only run in progress on the broker.
+func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string, error) {
+	if c.run != "" {
+		if err := schema.ValidToken(c.run); err != nil {
+			return "", usageErr("--run: %v", err)
+		}
+		return c.run, nil
+	}
+	runs, err := activeRuns(ctx, js)
+	if err != nil {
+		return "", err
+	}
+	if len(runs) != 1 {
+		return "", usageErr("--run not given and %d runs are in progress on the broker %v: name one", len(runs), runs)
+	}
+	return runs[0], nil
+}
+
+// activeRuns lists the runs not yet done.
+func activeRuns(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	kv, err := js.KeyValue(ctx, schema.RunBucket)
+	if err != nil {
+		return nil, fmt.Errorf("no evoq run on this broker yet (%v)", err)
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, err
+	}
+	var runs []string
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		if r, err := schema.DecodeRun(e.Value()); err == nil && r.Phase != schema.PhaseDone {
+			runs = append(runs, r.Run)
+		}
+	}
+	return runs, nil
+}

@@ -1,0 +1,260 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ErrMalformed means the bytes are not a msgpack message of the expected
+// shape (garbage, truncated, oversized).
+var ErrMalformed = errors.New("malformed message")
+
+// ErrVersion means the message carries a schema version this build does not
+// speak.
+var ErrVersion = errors.New("unsupported schema version")
+
+// ErrInvalid means the message decoded but a field is missing or out of
+// range. The error text names the field.
+var ErrInvalid = errors.New("invalid message")
+
+// Marshal encodes a message. It refuses messages over MaxMessageSize.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	if buf.Len() > MaxMessageSize {
+		return nil, fmt.Errorf("%w: %T is %d bytes, over the %d-byte limit", ErrMalformed, v, buf.Len(), MaxMessageSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// EncodeDesign stamps the schema version on d, validates and encodes it.
+func EncodeDesign(d *Design) ([]byte, error) {
+	d.V = Version
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(d)
+}
+
+// EncodeResult stamps the schema version on r, validates and encodes it.
+func EncodeResult(r *Result) ([]byte, error) {
+	r.V, r.Design.V = Version, Version
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(r)
+}
+
+// EncodePresence stamps the schema version on p, validates and encodes it.
+func EncodePresence(p *Presence) ([]byte, error) {
+	p.V = Version
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(p)
+}
+
+// EncodeRun stamps the schema version on r, validates and encodes it.
+func EncodeRun(r *Run) ([]byte, error) {
+	r.V = Version
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(r)
+}
+
+// DecodeDesign decodes and validates a design. When the bytes decode but a
+// field is invalid, it returns the partial design with the error, so that
+// the caller can name the design it rejects.
+func DecodeDesign(b []byte) (*Design, error) {
+	d := new(Design)
+	if err := unmarshal(b, d, "design"); err != nil {
+		return nil, err
+	}
+	return d, d.Validate()
+}
+
+// DecodeResult decodes and validates a result; see DecodeDesign for the
+// partial value returned with a validation error.
+func DecodeResult(b []byte) (*Result, error) {
+	r := new(Result)
+	if err := unmarshal(b, r, "result"); err != nil {
+		return nil, err
+	}
+	return r, r.Validate()
+}
+
+// DecodePresence decodes and validates a presence heartbeat.
+func DecodePresence(b []byte) (*Presence, error) {
+	p := new(Presence)
+	if err := unmarshal(b, p, "presence"); err != nil {
+		return nil, err
+	}
+	return p, p.Validate()
+}
+
+// DecodeRun decodes and validates a run state.
+func DecodeRun(b []byte) (*Run, error) {
+	r := new(Run)
+	if err := unmarshal(b, r, "run"); err != nil {
+		return nil, err
+	}
+	return r, r.Validate()
+}
+
+func unmarshal(b []byte, v any, kind string) error {
+	if len(b) > MaxMessageSize {
+		return fmt.Errorf("%w: %s is %d bytes, over the %d-byte limit", ErrMalformed, kind, len(b), MaxMessageSize)
+	}
+	if len(b) == 0 {
+		return fmt.Errorf("%w: %s is empty", ErrMalformed, kind)
+	}
+	if err := checkVersion(b, kind); err != nil {
+		return err
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.UseLooseInterfaceDecoding(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, kind, err)
+	}
+	return nil
+}
+
+// checkVersion reads only the "v" field, so that a message of another
+// version is reported as such even if its other fields have changed shape.
+func checkVersion(b []byte, kind string) error {
+	var head struct {
+		V *int `msgpack:"v"`
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&head); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, kind, err)
+	}
+	if head.V == nil {
+		return fmt.Errorf("%w: %s: no schema version field \"v\"", ErrMalformed, kind)
+	}
+	if *head.V != Version {
+		return fmt.Errorf("%w: %s has version %d, this build speaks %d", ErrVersion, kind, *head.V, Version)
+	}
+	return nil
+}
+
+func invalid(kind, field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s: %s", ErrInvalid, kind, field, fmt.Sprintf(format, args...))
+}
+
+// Validate checks every field of d.
+func (d *Design) Validate() error {
+	if err := ValidToken(d.Run); err != nil {
+		return invalid("design", "run", "%v", err)
+	}
+	if d.Seq == 0 {
+		return invalid("design", "seq", "must be >= 1")
+	}
+	if want := DesignID(d.Run, d.Seq); d.ID != want {
+		return invalid("design", "id", "%q, want %q for run %q seq %d", d.ID, want, d.Run, d.Seq)
+	}
+	if d.Genome == nil {
+		return invalid("design", "genome", "missing")
+	}
+	switch d.Origin {
+	case OriginRandom, OriginSeed:
+	case OriginMutant:
+		if len(d.Parents) == 0 {
+			return invalid("design", "parents", "a mutant needs a parent")
+		}
+	default:
+		return invalid("design", "origin", "%q is not random, mutant or seed", d.Origin)
+	}
+	if d.Created.IsZero() {
+		return invalid("design", "created", "missing")
+	}
+	return nil
+}
+
+// Validate checks every field of r, its design included.
+func (r *Result) Validate() error {
+	if r.Design.V != Version {
+		return invalid("result", "design.v", "version %d, want %d", r.Design.V, Version)
+	}
+	if err := r.Design.Validate(); err != nil {
+		return fmt.Errorf("result %s: %w", r.DesignID, err)
+	}
+	if r.Run != r.Design.Run || r.DesignID != r.Design.ID {
+		return invalid("result", "design_id", "%s/%s does not match its design %s/%s", r.Run, r.DesignID, r.Design.Run, r.Design.ID)
+	}
+	if !r.Status.Valid() {
+		return invalid("result", "status", "%q is not a terminal status", r.Status)
+	}
+	if math.IsNaN(r.Fitness) || math.IsInf(r.Fitness, 0) {
+		return invalid("result", "fitness", "%v is not finite", r.Fitness)
+	}
+	return r.validateWhere()
+}
+
+func (r *Result) validateWhere() error {
+	if r.Status == StatusLost {
+		return nil // nobody finished it: no worker, slot or times
+	}
+	if err := ValidToken(r.Worker); err != nil {
+		return invalid("result", "worker", "%v", err)
+	}
+	if r.Slot < 0 {
+		return invalid("result", "slot", "%d < 0", r.Slot)
+	}
+	if r.Attempt < 1 {
+		return invalid("result", "attempt", "%d < 1", r.Attempt)
+	}
+	if r.Start.IsZero() || r.Stop.Before(r.Start) {
+		return invalid("result", "start/stop", "stop %s before start %s", r.Stop.Format(time.RFC3339Nano), r.Start.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Validate checks every field of p.
+func (p *Presence) Validate() error {
+	if err := ValidToken(p.Run); err != nil {
+		return invalid("presence", "run", "%v", err)
+	}
+	if err := ValidToken(p.Worker); err != nil {
+		return invalid("presence", "worker", "%v", err)
+	}
+	if p.Slots < 1 {
+		return invalid("presence", "slots", "%d < 1", p.Slots)
+	}
+	if p.Busy < 0 || p.Busy > p.Slots {
+		return invalid("presence", "busy", "%d outside 0..%d", p.Busy, p.Slots)
+	}
+	if p.Heartbeat.IsZero() {
+		return invalid("presence", "heartbeat", "missing")
+	}
+	if p.Interval <= 0 {
+		return invalid("presence", "interval_ns", "%v <= 0", p.Interval)
+	}
+	return nil
+}
+
+// Validate checks every field of r.
+func (r *Run) Validate() error {
+	if err := ValidToken(r.Run); err != nil {
+		return invalid("run", "run", "%v", err)
+	}
+	switch r.Phase {
+	case PhaseStarting, PhaseRunning, PhaseDraining, PhaseDone:
+	default:
+		return invalid("run", "phase", "%q is not a run phase", r.Phase)
+	}
+	if r.Budget < 1 {
+		return invalid("run", "budget", "%d < 1", r.Budget)
+	}
+	return nil
+}

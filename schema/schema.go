@@ -1,0 +1,148 @@
+// Package schema defines every message evoq puts on the wire: designs, results,
+// worker presence and run state, together with the subjects, streams and
+// buckets that carry them.
+//
+// Messages are msgpack maps with short string keys and an explicit schema
+// version "v". Decoding validates every field and returns errors that wrap
+// ErrMalformed, ErrVersion or ErrInvalid, so that a bad message is reported,
+// never acted on. SCHEMA.md in this directory documents the protocol for
+// clients written in other languages.
+//
+// This package imports nothing else of evoq; everything may import it.
+package schema
+
+import (
+	"math"
+	"time"
+)
+
+// Version is the schema version written into every message. A decoder
+// refuses any other version with ErrVersion.
+const Version = 1
+
+// MaxMessageSize is the largest encoded message evoq publishes or accepts,
+// the NATS default max_payload (1 MiB).
+const MaxMessageSize = 1 << 20
+
+// InfeasibleFitness is the fitness recorded for an infeasible design:
+// -MaxInt64, the value the evaluators of the original incident returned.
+const InfeasibleFitness = float64(math.MinInt64)
+
+// Origin says how a design was made.
+type Origin string
+
+// Origins of a design.
+const (
+	OriginRandom Origin = "random" // sampled uniformly from the search space
+	OriginMutant Origin = "mutant" // a slightly altered clone of a pool member
+	OriginSeed   Origin = "seed"   // copied from an earlier run
+)
+
+// Status is the terminal status of one evaluation. Every design ends in
+// exactly one terminal result.
+type Status string
+
+// Terminal statuses.
+const (
+	StatusOK         Status = "ok"         // evaluated; Fitness is meaningful
+	StatusInfeasible Status = "infeasible" // the design cannot be built or trained
+	StatusError      Status = "error"      // the evaluator failed; Error says why
+	StatusTimeout    Status = "timeout"    // the evaluator ran past its time limit
+	StatusLost       Status = "lost"       // the design reached its redelivery limit
+)
+
+// Statuses lists every terminal status in a stable order.
+var Statuses = []Status{StatusOK, StatusInfeasible, StatusError, StatusTimeout, StatusLost}
+
+// Valid reports whether s is one of the terminal statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Phase is the life-cycle phase of a run.
+type Phase string
+
+// Run phases.
+const (
+	PhaseStarting Phase = "starting" // controller up, waiting for slots
+	PhaseRunning  Phase = "running"  // designs are being published
+	PhaseDraining Phase = "draining" // budget published, waiting for its results
+	PhaseDone     Phase = "done"     // every design of the budget has a terminal result
+)
+
+// Design is one candidate to evaluate, published on DesignSubject(run).
+type Design struct {
+	V       int            `msgpack:"v" json:"v"`
+	Run     string         `msgpack:"run" json:"run"`
+	ID      string         `msgpack:"id" json:"id"`   // DesignID(run, seq)
+	Seq     uint64         `msgpack:"seq" json:"seq"` // 1-based, dense within a run
+	Genome  map[string]any `msgpack:"genome" json:"genome"`
+	Parents []string       `msgpack:"parents,omitempty" json:"parents,omitempty"`
+	Origin  Origin         `msgpack:"origin" json:"origin"`
+	Created time.Time      `msgpack:"created" json:"created"`
+}
+
+// Result is the terminal outcome of one design, published on
+// ResultSubject(run). It carries its design so that the results stream alone
+// is the run's whole history.
+type Result struct {
+	V        int            `msgpack:"v" json:"v"`
+	Run      string         `msgpack:"run" json:"run"`
+	DesignID string         `msgpack:"design_id" json:"design_id"`
+	Design   Design         `msgpack:"design" json:"design"`
+	Status   Status         `msgpack:"status" json:"status"`
+	Fitness  float64        `msgpack:"fitness" json:"fitness"`
+	Metrics  map[string]any `msgpack:"metrics,omitempty" json:"metrics,omitempty"`
+	Worker   string         `msgpack:"worker" json:"worker"`
+	Host     string         `msgpack:"host" json:"host"`
+	Slot     int            `msgpack:"slot" json:"slot"`
+	GPU      string         `msgpack:"gpu,omitempty" json:"gpu,omitempty"`
+	Attempt  int            `msgpack:"attempt" json:"attempt"` // delivery count, from 1
+	Start    time.Time      `msgpack:"start" json:"start"`
+	Stop     time.Time      `msgpack:"stop" json:"stop"`
+	// Gap is the time this slot spent between storing its previous result and
+	// starting this design; -1 for a slot's first design.
+	Gap   time.Duration `msgpack:"gap_ns" json:"gap_ns"`
+	Error string        `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// Duration is the evaluation's wall time as measured by the worker.
+func (r *Result) Duration() time.Duration { return r.Stop.Sub(r.Start) }
+
+// Presence is a worker's heartbeat, stored in PresenceBucket under
+// PresenceKey(run, worker).
+type Presence struct {
+	V         int       `msgpack:"v" json:"v"`
+	Run       string    `msgpack:"run" json:"run"`
+	Worker    string    `msgpack:"worker" json:"worker"`
+	Host      string    `msgpack:"host" json:"host"`
+	PID       int       `msgpack:"pid" json:"pid"`
+	Slots     int       `msgpack:"slots" json:"slots"`
+	Busy      int       `msgpack:"busy" json:"busy"`
+	Done      int64     `msgpack:"done" json:"done"` // evaluations finished by this worker
+	Started   time.Time `msgpack:"started" json:"started"`
+	Heartbeat time.Time `msgpack:"heartbeat" json:"heartbeat"`
+	// Interval is the heartbeat period; a presence older than three
+	// intervals is stale.
+	Interval time.Duration `msgpack:"interval_ns" json:"interval_ns"`
+	Leaving  bool          `msgpack:"leaving,omitempty" json:"leaving,omitempty"`
+}
+
+// Run is the state of a run, stored in RunBucket under the run ID. Workers
+// watch it to learn when the run is done.
+type Run struct {
+	V       int           `msgpack:"v" json:"v"`
+	Run     string        `msgpack:"run" json:"run"`
+	Phase   Phase         `msgpack:"phase" json:"phase"`
+	Budget  int           `msgpack:"budget" json:"budget"`
+	Space   string        `msgpack:"space" json:"space"`
+	Seed    uint64        `msgpack:"seed" json:"seed"`
+	AckWait time.Duration `msgpack:"ack_wait_ns" json:"ack_wait_ns"`
+	Created time.Time     `msgpack:"created" json:"created"`
+	Updated time.Time     `msgpack:"updated" json:"updated"`
+}

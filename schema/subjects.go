@@ -1,0 +1,63 @@
+package schema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Names of the streams, subjects and buckets. A run's messages live under
+// subjects that end in the run ID, so several runs can share one broker.
+const (
+	DesignStream   = "EVOQ_DESIGNS"  // work-queue retention: a design is removed on its ack
+	ResultStream   = "EVOQ_RESULTS"  // limits retention: the durable history of every run
+	DesignPrefix   = "evoq.design."  // + run ID
+	ResultPrefix   = "evoq.result."  // + run ID
+	PresenceBucket = "evoq_presence" // key: run.worker
+	RunBucket      = "evoq_runs"     // key: run
+	ConsumerPrefix = "evoq-workers-" // + run ID: the durable pull consumer of a run
+)
+
+// MaxTokenLen bounds run and worker IDs.
+const MaxTokenLen = 64
+
+// DesignSubject is the subject designs of run are published on.
+func DesignSubject(run string) string { return DesignPrefix + run }
+
+// ResultSubject is the subject results of run are published on.
+func ResultSubject(run string) string { return ResultPrefix + run }
+
+// ConsumerName is the durable pull consumer that the workers of run share.
+func ConsumerName(run string) string { return ConsumerPrefix + run }
+
+// PresenceKey is the presence bucket key of worker in run.
+func PresenceKey(run, worker string) string { return run + "." + worker }
+
+// DesignID is the deterministic ID of the seq-th design of run.
+func DesignID(run string, seq uint64) string { return run + "-" + strconv.FormatUint(seq, 10) }
+
+// ResultMsgID is the Nats-Msg-Id of a result, so that a retried publish of
+// the same evaluation is stored once.
+func ResultMsgID(designID string, attempt int) string {
+	return designID + "/" + strconv.Itoa(attempt)
+}
+
+// ValidToken checks that s can be used as a run or worker ID: 1 to
+// MaxTokenLen characters from [A-Za-z0-9_-], so it is a single NATS subject
+// token and a KV key part.
+func ValidToken(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty", ErrInvalid)
+	}
+	if len(s) > MaxTokenLen {
+		return fmt.Errorf("%w: %q longer than %d characters", ErrInvalid, s, MaxTokenLen)
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return !isTokenRune(r) }); i >= 0 {
+		return fmt.Errorf("%w: %q has %q; use letters, digits, '_' and '-'", ErrInvalid, s, s[i])
+	}
+	return nil
+}
+
+func isTokenRune(r rune) bool {
+	return r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+}

@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// Limits on what an external evaluator may print. Output beyond them is
+// dropped from the middle: the head is discarded, the tail kept.
+const (
+	StdoutKeep = 64 << 10 // bytes of stdout kept to find the last line
+	StderrKeep = 4 << 10  // bytes of stderr tail put into error results
+	// KillGrace is how long a cancelled evaluator's process group has
+	// between SIGTERM and SIGKILL.
+	KillGrace = 2 * time.Second
+)
+
+// Command runs an external evaluator per design: `sh -c Cmd`, the design as
+// JSON on stdin, EVOQ_RUN, EVOQ_DESIGN_ID, EVOQ_ATTEMPT, EVOQ_SLOT and
+// EVOQ_WORKER in its environment. The last non-empty stdout line must be a
+// JSON object: {"fitness": 0.93, "metrics": {...}} or {"infeasible":
+// "reason"}. A non-zero exit is an error result carrying the tail of
+// stderr. The evaluator runs in its own process group, which is killed as a
+// whole when the evaluation is cancelled or times out.
+type Command struct {
+	Cmd string
+	// Env is added to the evaluator's environment (KEY=VALUE).
+	Env []string
+}
+
+// Name implements Evaluator.
+func (c Command) Name() string { return "command" }
+
+// Evaluate implements Evaluator.
+func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
+	input, err := json.Marshal(t.Design)
+	if err != nil {
+		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
+	}
+	stdout, stderr := newTail(StdoutKeep), newTail(StderrKeep)
+	cmd := exec.Command("/bin/sh", "-c", c.Cmd)
+	cmd.Stdin = bytes.NewReader(input)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return Failed(ctx, fmt.Errorf("start %q: %w", c.Cmd, err))
+	}
+	if err := waitGroup(ctx, cmd); err != nil {
+		return commandFailed(ctx, err, stderr.String())
+	}
+	return ParseOutput(stdout.LastLine())
+}
+
+func taskEnv(t Task) []string {
+	return []string{
+		"EVOQ_RUN=" + t.Design.Run,
+		"EVOQ_DESIGN_ID=" + t.Design.ID,
+		"EVOQ_ATTEMPT=" + strconv.Itoa(t.Attempt),
+		"EVOQ_SLOT=" + strconv.Itoa(t.Slot),
+		"EVOQ_WORKER=" + t.Worker,
+	}
+}
+
+// waitGroup waits for cmd; when ctx ends first it kills cmd's whole process
+// group (SIGTERM, then SIGKILL after KillGrace) and returns ctx's error.
+func waitGroup(ctx context.Context, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		killGroup(cmd, syscall.SIGKILL) // reap stray children of a finished evaluator
+		return err
+	case <-ctx.Done():
+	}
+	killGroup(cmd, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(KillGrace):
+	}
+	killGroup(cmd, syscall.SIGKILL)
+	<-done
+	return ctx.Err()
+}
+
+func killGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+	}
+}
+
+func commandFailed(ctx context.Context, err error, stderr string) Outcome {
+	if ctx.Err() != nil {
+		o := Failed(ctx, err)
+		o.Error = appendTail(o.Error, stderr)
+		return o
+	}
+	msg := err.Error()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		msg = "evaluator " + ee.ProcessState.String()
+	}
+	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Error: appendTail(msg, stderr)}
+}
+
+func appendTail(msg, stderr string) string {
+	stderr = strings.TrimSpace(stderr)
+	if stderr == "" {
+		return msg
+	}
+	return msg + "; stderr tail: " + stderr
+}
+
+// evalLine is the JSON object an external evaluator prints last.
+type evalLine struct {
+	Fitness    *float64       `json:"fitness"`
+	Metrics    map[string]any `json:"metrics"`
+	Infeasible *string        `json:"infeasible"`
+}
+
+// ParseOutput turns an external evaluator's last stdout line into an
+// outcome; anything but a valid object is an error outcome that quotes it.
+func ParseOutput(line string) Outcome {
+	bad := func(why string) Outcome {
+		return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
+			Error: fmt.Sprintf("evaluator output: %s; last stdout line: %q", why, clip(line, 200))}
+	}
+	if line == "" {
+		return bad("no output")
+	}
+	var e evalLine
+	if err := json.Unmarshal([]byte(line), &e); err != nil {
+		return bad("not a JSON object")
+	}
+	if e.Infeasible != nil {
+		return Infeasible(*e.Infeasible)
+	}
+	if e.Fitness == nil {
+		return bad(`want {"fitness": number} or {"infeasible": "reason"}`)
+	}
+	if math.IsNaN(*e.Fitness) || math.IsInf(*e.Fitness, 0) {
+		return bad("fitness is not finite")
+	}
+	return Outcome{Status: schema.StatusOK, Fitness: *e.Fitness, Metrics: e.Metrics}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// tail is an io.Writer that keeps the last n bytes written.
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// LastLine is the last non-empty line written.
+func (t *tail) LastLine() string {
+	lines := strings.Split(strings.TrimRight(t.String(), "\r\n\t "), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// presence puts the worker's heartbeat every Heartbeat until the slots have
+// stopped, then removes it.
+func (w *Worker) presence() {
+	defer w.bg.Done()
+	kv, err := w.js.KeyValue(w.evalCtx, schema.PresenceBucket)
+	if err != nil {
+		w.log.WithError(err).Error("presence bucket unavailable: the controller will not count this worker's slots")
+		<-w.slotsDone
+		return
+	}
+	key := schema.PresenceKey(w.cfg.Run, w.cfg.ID)
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	w.beat(kv, key, false)
+	for {
+		select {
+		case <-w.slotsDone:
+			w.leave(kv, key)
+			return
+		case <-w.fetchCtx.Done():
+			w.beat(kv, key, true)
+			<-w.slotsDone
+			w.leave(kv, key)
+			return
+		case <-t.C:
+			w.beat(kv, key, false)
+		}
+	}
+}
+
+func (w *Worker) beat(kv jetstream.KeyValue, key string, leaving bool) {
+	p := &schema.Presence{
+		Run: w.cfg.Run, Worker: w.cfg.ID, Host: w.cfg.Host, PID: os.Getpid(),
+		Slots: w.cfg.Slots, Busy: min(int(w.busy.Load()), w.cfg.Slots), Done: w.done.Load(),
+		Started: w.started, Heartbeat: time.Now(), Interval: w.cfg.Heartbeat, Leaving: leaving,
+	}
+	data, err := schema.EncodePresence(p)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Heartbeat+time.Second)
+		_, err = kv.Put(ctx, key, data)
+		cancel()
+	}
+	if err != nil {
+		w.log.WithError(err).Debug("presence heartbeat failed")
+	}
+}
+
+func (w *Worker) leave(kv jetstream.KeyValue, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = kv.Delete(ctx, key)
+}
+
+// watchRun stops the worker when its run is done.
+func (w *Worker) watchRun() {
+	defer w.bg.Done()
+	kv, err := w.js.KeyValue(w.fetchCtx, schema.RunBucket)
+	if err != nil {
+		return
+	}
+	watch, err := kv.Watch(w.fetchCtx, w.cfg.Run)
+	if err != nil {
+		return
+	}
+	defer watch.Stop()
+	for {
+		select {
+		case <-w.fetchCtx.Done():
+			return
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return
+			}
+			if e != nil && w.runDone(e.Value()) {
+				w.log.Info("run is done")
+				go w.Stop(context.Background())
+				return
+			}
+		}
+	}
+}
+
+func (w *Worker) runDone(data []byte) bool {
+	r, err := schema.DecodeRun(data)
+	return err == nil && r.Phase == schema.PhaseDone
+}

@@ -1,0 +1,201 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// slot is one evaluation slot: it pulls one design at a time, only when it
+// is free.
+func (w *Worker) slot(i int) {
+	defer w.slots.Done()
+	s := &slotState{index: i, log: w.log.WithField("slot", i)}
+	for w.fetchCtx.Err() == nil {
+		msg, err := w.next()
+		if err != nil {
+			w.fetchFailed(s, err)
+			continue
+		}
+		if w.fetchCtx.Err() != nil {
+			_ = msg.Nak() // arrived after Stop: hand it back at once
+			return
+		}
+		w.handle(s, msg)
+	}
+}
+
+// slotState is what one slot remembers between designs.
+type slotState struct {
+	index      int
+	log        logrus.FieldLogger
+	lastStored time.Time // when the previous result was confirmed
+	lastErrLog time.Time
+}
+
+// next pulls exactly one design, waiting up to FetchWait.
+func (w *Worker) next() (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(w.fetchCtx, w.cfg.FetchWait)
+	defer cancel()
+	return w.cons.Next(jetstream.FetchContext(ctx))
+}
+
+func (w *Worker) fetchFailed(s *slotState, err error) {
+	if w.fetchCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+		return // nothing queued: renew the pull request
+	}
+	if time.Since(s.lastErrLog) > 10*time.Second {
+		s.log.WithError(err).Warn("fetching a design failed; retrying")
+		s.lastErrLog = time.Now()
+	}
+	select {
+	case <-w.fetchCtx.Done():
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// handle evaluates one design and stores its result, then acks the design.
+func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
+	start := time.Now()
+	attempt := 1
+	if meta, err := msg.Metadata(); err == nil {
+		attempt = int(meta.NumDelivered)
+	}
+	d, err := schema.DecodeDesign(msg.Data())
+	if err != nil {
+		w.reject(s, msg, d, err)
+		return
+	}
+	w.busy.Add(1)
+	defer w.busy.Add(-1)
+	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
+	defer stopProgress()
+	res := w.evaluate(s, d, attempt, start)
+	if w.evalCtx.Err() != nil {
+		_ = msg.Nak() // hard stop: hand the design back unevaluated
+		return
+	}
+	if !w.store(s, res) {
+		_ = msg.Nak()
+		return
+	}
+	s.lastStored = time.Now()
+	w.done.Add(1)
+	if err := msg.Ack(); err != nil {
+		s.log.WithError(err).WithField("design", d.ID).Warn("ack failed; the design may be evaluated again and will count once")
+	}
+}
+
+// reject handles a design that does not decode. It is terminated so that
+// it does not circle between slots.
+func (w *Worker) reject(s *slotState, msg jetstream.Msg, d *schema.Design, err error) {
+	f := logrus.Fields{"bytes": len(msg.Data())}
+	if d != nil && d.ID != "" {
+		f["design"] = d.ID
+	}
+	s.log.WithFields(f).WithError(err).Error("rejected a malformed design")
+	_ = msg.TermWithReason("malformed design: " + err.Error())
+}
+
+// evaluate runs the evaluator and builds the result. A panicking evaluator
+// becomes an error result.
+func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start time.Time) *schema.Result {
+	out := w.runEvaluator(d, s.index, attempt)
+	gap := time.Duration(-1)
+	if !s.lastStored.IsZero() {
+		gap = start.Sub(s.lastStored)
+	}
+	return &schema.Result{
+		Run: d.Run, DesignID: d.ID, Design: *d, Status: out.Status, Fitness: out.Fitness,
+		Metrics: out.Metrics, Worker: w.cfg.ID, Host: w.cfg.Host, Slot: s.index,
+		Attempt: attempt, Start: start, Stop: time.Now(), Gap: gap, Error: out.Error,
+	}
+}
+
+func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int) (out Outcome) {
+	ctx, cancel := w.evalContext()
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			out = Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
+				Error: fmt.Sprintf("evaluator panicked: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt})
+	if !out.Status.Valid() || out.Status == schema.StatusLost {
+		out = Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
+			Error: fmt.Sprintf("evaluator returned status %q", out.Status)}
+	}
+	return out
+}
+
+func (w *Worker) evalContext() (context.Context, context.CancelFunc) {
+	if w.cfg.EvalTimeout > 0 {
+		return context.WithTimeout(w.evalCtx, w.cfg.EvalTimeout)
+	}
+	return context.WithCancel(w.evalCtx)
+}
+
+// inProgress tells the broker every AckWait/3 that the design is still
+// being worked on, so a long evaluation is not redelivered while its
+// worker lives. It returns the function that stops it.
+func (w *Worker) inProgress(msg jetstream.Msg) func() {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(w.progressEvery())
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// store publishes res and waits for the broker's confirmation, retrying
+// until it comes (across broker restarts) or the worker is hard-stopped.
+func (w *Worker) store(s *slotState, res *schema.Result) bool {
+	data, err := schema.EncodeResult(res)
+	if err != nil {
+		res = w.oversized(res, err)
+		if data, err = schema.EncodeResult(res); err != nil {
+			s.log.WithError(err).WithField("design", res.DesignID).Error("result cannot be encoded")
+			return false
+		}
+	}
+	subject, id := schema.ResultSubject(res.Run), schema.ResultMsgID(res.DesignID, res.Attempt)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		if _, err = w.js.Publish(w.evalCtx, subject, data, jetstream.WithMsgID(id)); err == nil {
+			return true
+		}
+		s.log.WithError(err).WithField("design", res.DesignID).Warn("storing result failed; holding it and retrying")
+		select {
+		case <-w.evalCtx.Done():
+			return false
+		case <-time.After(delay):
+		}
+	}
+}
+
+// oversized replaces a result that does not encode (too large metrics) by
+// an error result that says why.
+func (w *Worker) oversized(res *schema.Result, err error) *schema.Result {
+	r := *res
+	r.Status, r.Fitness, r.Metrics = schema.StatusError, schema.InfeasibleFitness, nil
+	r.Error = clip("result not storable: "+err.Error()+"; evaluator said: "+res.Error, 2000)
+	return &r
+}

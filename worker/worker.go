@@ -1,0 +1,259 @@
+// Package worker runs evoq evaluation slots: one goroutine per slot pulls
+// exactly one design when it is free, evaluates it, stores the result and
+// waits for the broker to confirm it, and only then acks the design.
+//
+// Shutdown order: Stop stops the slots from fetching, lets running
+// evaluations finish and store their results, then removes the worker's
+// presence. When Stop's ctx ends first, running evaluations are cancelled
+// and their designs handed back (Nak) for another slot.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults of Config.
+const (
+	SlotsDefault     = 1
+	HeartbeatDefault = time.Second
+	FetchWaitDefault = 10 * time.Second
+	// JoinTimeoutDefault bounds the wait for the run's consumer to appear.
+	JoinTimeoutDefault = 0 // forever
+)
+
+// ErrConfig means a Config field is invalid; the message names it.
+var ErrConfig = errors.New("invalid worker config")
+
+// Config configures a Worker.
+type Config struct {
+	// Run is the ID of the run to serve. Required.
+	Run string
+	// ID names the worker in results and presence. Defaults to host-pid.
+	ID string
+	// Host is recorded in results. Defaults to os.Hostname().
+	Host string
+	// Slots is the number of concurrent evaluations. Defaults to 1.
+	Slots int
+	// Evaluator evaluates designs. Required.
+	Evaluator Evaluator
+	// EvalTimeout bounds one evaluation; past it the result is a timeout.
+	// Defaults to 0, no limit.
+	EvalTimeout time.Duration
+	// Heartbeat is the presence period. Defaults to HeartbeatDefault.
+	Heartbeat time.Duration
+	// FetchWait is how long one pull request waits for a design before it
+	// is renewed. Defaults to FetchWaitDefault.
+	FetchWait time.Duration
+	// JoinTimeout bounds the wait for the run to exist on the broker.
+	// Defaults to 0, wait forever (workers may start before the controller).
+	JoinTimeout time.Duration
+	// Logger defaults to logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+		if c.Host == "" {
+			c.Host = "localhost"
+		}
+	}
+	if c.ID == "" {
+		c.ID = fmt.Sprintf("%s-%d", tokenize(c.Host), os.Getpid())
+	}
+	if c.Slots == 0 {
+		c.Slots = SlotsDefault
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = HeartbeatDefault
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = FetchWaitDefault
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := schema.ValidToken(c.Run); err != nil {
+		return fmt.Errorf("%w: --run: %v", ErrConfig, err)
+	}
+	if err := schema.ValidToken(c.ID); err != nil {
+		return fmt.Errorf("%w: --id: %v", ErrConfig, err)
+	}
+	if c.Slots < 1 {
+		return fmt.Errorf("%w: --slots %d: need at least 1", ErrConfig, c.Slots)
+	}
+	if c.Evaluator == nil {
+		return fmt.Errorf("%w: no evaluator", ErrConfig)
+	}
+	if c.EvalTimeout < 0 {
+		return fmt.Errorf("%w: --eval-timeout %s is negative", ErrConfig, c.EvalTimeout)
+	}
+	if c.FetchWait < 100*time.Millisecond {
+		return fmt.Errorf("%w: fetch wait %s: need at least 100ms", ErrConfig, c.FetchWait)
+	}
+	return nil
+}
+
+func tokenize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 40 {
+		b = b[:40]
+	}
+	return string(b)
+}
+
+// Worker serves one run with Config.Slots slots.
+type Worker struct {
+	js   jetstream.JetStream
+	cfg  Config
+	log  logrus.FieldLogger
+	cons jetstream.Consumer
+
+	ackWait time.Duration
+	busy    atomic.Int64
+	done    atomic.Int64
+	started time.Time
+
+	fetchCtx    context.Context // cancelled by Stop: no new designs
+	fetchCancel context.CancelFunc
+	evalCtx     context.Context // cancelled by a hard stop: running evaluations end
+	evalCancel  context.CancelFunc
+	slots       sync.WaitGroup
+	bg          sync.WaitGroup
+	stopOnce    sync.Once
+	slotsDone   chan struct{} // closed when every slot has returned
+	doneCh      chan struct{}
+}
+
+// New checks cfg and returns a worker; Start begins serving.
+func New(js jetstream.JetStream, cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.WithFields(logrus.Fields{"run": cfg.Run, "worker": cfg.ID})
+	return &Worker{js: js, cfg: cfg, log: log, slotsDone: make(chan struct{}), doneCh: make(chan struct{})}, nil
+}
+
+// ID is the worker's ID.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Start waits for the run's consumer to exist, then starts the slots, the
+// presence heartbeat and the watch on the run's state. Cancelling ctx is a
+// hard stop. Start returns once the slots run.
+func (w *Worker) Start(ctx context.Context) error {
+	cons, err := w.join(ctx)
+	if err != nil {
+		return err
+	}
+	w.cons = cons
+	info := cons.CachedInfo()
+	w.ackWait = info.Config.AckWait
+	if err := w.checkLimits(info); err != nil {
+		return err
+	}
+	w.started = time.Now()
+	w.evalCtx, w.evalCancel = context.WithCancel(ctx)
+	w.fetchCtx, w.fetchCancel = context.WithCancel(w.evalCtx)
+	w.log.WithFields(logrus.Fields{"slots": w.cfg.Slots, "evaluator": w.cfg.Evaluator.Name(),
+		"ack_wait": w.ackWait, "in_progress_every": w.progressEvery()}).Info("worker joined run")
+	for i := range w.cfg.Slots {
+		w.slots.Add(1)
+		go w.slot(i)
+	}
+	w.bg.Add(2)
+	go w.presence()
+	go w.watchRun()
+	go w.closeWhenDone()
+	return nil
+}
+
+func (w *Worker) checkLimits(info *jetstream.ConsumerInfo) error {
+	if info.Config.MaxWaiting < w.cfg.Slots {
+		return fmt.Errorf("%w: --slots %d exceeds the consumer's MaxWaiting %d", ErrConfig, w.cfg.Slots, info.Config.MaxWaiting)
+	}
+	if w.ackWait < 3*w.cfg.Heartbeat {
+		return fmt.Errorf("%w: the run's AckWait %s is shorter than 3 presence heartbeats (%s)", ErrConfig, w.ackWait, w.cfg.Heartbeat)
+	}
+	return nil
+}
+
+// join waits until the run's consumer exists.
+func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
+	if w.cfg.JoinTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.cfg.JoinTimeout)
+		defer cancel()
+	}
+	lastLog := time.Time{}
+	for {
+		cons, err := w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
+		if err == nil {
+			return cons, nil
+		}
+		if time.Since(lastLog) > 10*time.Second {
+			w.log.WithError(err).Info("waiting for the run to start on the broker")
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("join run %s: %w (last error: %v)", w.cfg.Run, ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time.Millisecond) }
+
+// Stop stops fetching and waits for running evaluations to finish and store
+// their results. If ctx ends first, they are cancelled and their designs
+// handed back. Stop then waits for the worker to be done.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() {
+		w.log.WithField("busy", w.busy.Load()).Info("worker stopping: no new designs")
+		w.fetchCancel()
+	})
+	select {
+	case <-w.doneCh:
+		return nil
+	case <-ctx.Done():
+		w.log.WithField("busy", w.busy.Load()).Warn("drain time over: cancelling running evaluations and handing their designs back")
+		w.evalCancel()
+		<-w.doneCh
+		return ctx.Err()
+	}
+}
+
+// Done is closed when every slot has stopped and presence is removed.
+func (w *Worker) Done() <-chan struct{} { return w.doneCh }
+
+// Busy is the number of slots evaluating now.
+func (w *Worker) Busy() int { return int(w.busy.Load()) }
+
+func (w *Worker) closeWhenDone() {
+	w.slots.Wait()
+	w.fetchCancel()
+	close(w.slotsDone)
+	w.bg.Wait()
+	w.evalCancel()
+	close(w.doneCh)
+}
