@@ -204,7 +204,7 @@ func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 		ctx, cancel = context.WithTimeout(ctx, w.cfg.JoinTimeout)
 		defer cancel()
 	}
-	lastLog := time.Time{}
+	lastLog := time.Now().Add(-8 * time.Second) // first note after 2 s
 	for {
 		cons, err := w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
 		if err == nil {

@@ -19,6 +19,7 @@ type workerCmd struct {
 	l            logFlags
 	nats, run    string
 	drainTimeout time.Duration
+	log          logrus.FieldLogger
 }
 
 // DrainTimeoutDefault is how long a stopping worker lets running
@@ -55,6 +56,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	if err := s.waitConnected(ctx, log); err != nil {
 		return err
 	}
+	c.log = log
 	run, err := c.pickRun(ctx, s.js)
 	if err != nil {
 		return err
@@ -101,7 +103,8 @@ func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.Field
 	return nil
 }
 
-// pickRun is --run, or the only run in progress on the broker.
+// pickRun is --run, or the only run in progress on the broker; it waits
+// for a run to start, since workers may start before the controller.
 func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string, error) {
 	if c.run != "" {
 		if err := schema.ValidToken(c.run); err != nil {
@@ -109,14 +112,22 @@ func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string
 		}
 		return c.run, nil
 	}
-	runs, err := activeRuns(ctx, js)
-	if err != nil {
-		return "", err
+	for logged := false; ; logged = true {
+		runs, _ := activeRuns(ctx, js)
+		switch {
+		case len(runs) == 1:
+			return runs[0], nil
+		case len(runs) > 1:
+			return "", usageErr("--run not given and %d runs are in progress on the broker %v: name one", len(runs), runs)
+		case !logged:
+			c.log.Info("no run in progress on the broker yet; waiting for one (or give --run)")
+		}
+		select {
+		case <-ctx.Done():
+			return "", errors.New("stopped while waiting for a run")
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	if len(runs) != 1 {
-		return "", usageErr("--run not given and %d runs are in progress on the broker %v: name one", len(runs), runs)
-	}
-	return runs[0], nil
 }
 
 // activeRuns lists the runs not yet done.

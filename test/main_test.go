@@ -1,0 +1,165 @@
+// Package test holds evoq's end-to-end tests: they build the evoq binary and
+// run real evoq processes against the real embedded JetStream broker.
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// evoqBin is the binary under test, built once by TestMain.
+var evoqBin string
+
+// TestMain builds evoq. EVOQ_E2E_RACE=1 builds it with the race detector
+// (slow: the built-in mlp evaluator trains about ten times slower).
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "evoq-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	evoqBin = filepath.Join(dir, "evoq")
+	args := []string{"build", "-o", evoqBin}
+	if os.Getenv("EVOQ_E2E_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/evoq")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build evoq:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result of one evoq process.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// evoq runs the binary to completion with a time limit.
+func evoq(t *testing.T, limit time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, evoqBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("evoq %s: still running after %s\nstderr:\n%s", strings.Join(args, " "), limit, tail(r.stderr, 4000))
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("evoq %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// runJSON runs `evoq run ... --json` in a fresh store and returns the summary
+// and the store directory.
+func runJSON(t *testing.T, limit time.Duration, args ...string) (*controller.Summary, string) {
+	t.Helper()
+	dir := t.TempDir()
+	args = append([]string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json"}, args...)
+	r := evoq(t, limit, args...)
+	if r.code != 0 {
+		t.Fatalf("evoq %s: exit %d\nstderr:\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 4000))
+	}
+	return lastJSON(t, r.stdout), dir
+}
+
+func lastJSON(t *testing.T, stdout string) *controller.Summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var s controller.Summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last stdout line is not the JSON summary: %v\nstdout:\n%s", err, stdout)
+	}
+	return &s
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// readResults opens a stopped run's store and returns its results in
+// stream order.
+func readResults(t *testing.T, dir, run string) []*schema.Result {
+	t.Helper()
+	b := testutil.StartBrokerDir(t, dir)
+	ctx := testutil.Context(t, 30*time.Second)
+	cons, err := b.JS.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schema.ResultSubject(run)}})
+	if err != nil {
+		t.Fatalf("results consumer: %v", err)
+	}
+	want := subjectCount(t, b.JS, run)
+	var out []*schema.Result
+	for len(out) < want {
+		msgs, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatalf("fetch results: %v", err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			r, err := schema.DecodeResult(m.Data())
+			if err != nil {
+				t.Fatalf("stored result does not decode: %v", err)
+			}
+			out = append(out, r)
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("read %d of %d results", len(out), want)
+		}
+	}
+	return out
+}
+
+// subjectCount is the number of stored results of run.
+func subjectCount(t *testing.T, js jetstream.JetStream, run string) int {
+	t.Helper()
+	ctx := testutil.Context(t, 10*time.Second)
+	st, err := js.Stream(ctx, schema.ResultStream)
+	if err != nil {
+		t.Fatalf("results stream: %v", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(run)))
+	if err != nil {
+		t.Fatalf("results stream info: %v", err)
+	}
+	return int(info.State.Subjects[schema.ResultSubject(run)])
+}
+
+// fold replays results into a fresh fold.
+func fold(results []*schema.Result, init, pool int, replace controller.Replace) *controller.Fold {
+	f := controller.NewFold(init, pool, replace)
+	for _, r := range results {
+		f.Apply(r)
+	}
+	return f
+}
