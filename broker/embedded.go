@@ -122,6 +122,9 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPort(host, port); err != nil {
+		return nil, err
+	}
 	dir, err := prepareDir(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -139,6 +142,20 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		NoSystemAccount:       false,
 		DisableShortFirstPing: true,
 	}, nil
+}
+
+// checkPort fails fast, with a hint, when the listen address is taken;
+// the server itself would only report it after its start timeout.
+func checkPort(host string, port int) error {
+	if port <= 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: --listen %s: %v (is another evoq or NATS server running? use another port, or port 0 for any free one)", ErrStart, addr, err)
+	}
+	return l.Close()
 }
 
 // prepareDir creates the store directory and checks that it is writable,
