@@ -83,8 +83,8 @@ func (w *Worker) watchRun() {
 				return
 			}
 			if e != nil && w.runDone(e.Value()) {
-				w.log.Info("run is done")
-				go w.Stop(context.Background())
+				w.log.WithField("busy", w.busy.Load()).Info("run is done; leaving")
+				w.stopNow()
 				return
 			}
 		}

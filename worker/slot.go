@@ -182,6 +182,9 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		if _, err = w.js.Publish(w.evalCtx, subject, data, jetstream.WithMsgID(id)); err == nil {
 			return true
 		}
+		if w.evalCtx.Err() != nil {
+			return false
+		}
 		s.log.WithError(err).WithField("design", res.DesignID).Warn("storing result failed; holding it and retrying")
 		select {
 		case <-w.evalCtx.Done():

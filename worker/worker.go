@@ -243,6 +243,14 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
+// stopNow stops fetching and cancels running evaluations without
+// recording them: used when the run is done, so nothing running can count.
+func (w *Worker) stopNow() {
+	w.stopOnce.Do(func() {})
+	w.fetchCancel()
+	w.evalCancel()
+}
+
 // Done is closed when every slot has stopped and presence is removed.
 func (w *Worker) Done() <-chan struct{} { return w.doneCh }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 
 	"github.com/evoq/evoq/controller"
 	"github.com/sirupsen/logrus"
@@ -74,6 +75,11 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 		return usageErr("%v", err)
 	}
 	sum, err := ctl.Run(ctx)
+	if err != nil && ctx.Err() != nil {
+		s := ctl.Summary()
+		return fmt.Errorf("interrupted after %d of %d evaluations; the run is kept: start the controller again with --run %s on the same store to continue it",
+			s.Evaluations, cfg.Budget, cfg.Run)
+	}
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,11 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err != nil {
 		return err
 	}
-	return runController(ctx, s, cfg, c.env, c.jsonOut)
+	err = runController(ctx, s, cfg, c.env, c.jsonOut)
+	if err != nil {
+		procs.signal(syscall.SIGTERM) // the run is not done: workers would wait for it
+	}
+	return err
 }
 
 func (c *runCmd) evaluatorName() string {
