@@ -150,7 +150,10 @@ func CheckLimits(info *jetstream.ConsumerInfo, slots int) error {
 // RaiseAckPending raises the consumer's MaxAckPending to what slots need,
 // if it is lower. It is how the limit follows the live slot count.
 func RaiseAckPending(ctx context.Context, js jetstream.JetStream, c jetstream.Consumer, slots int) error {
-	info := c.CachedInfo()
+	info, err := c.Info(ctx) // fresh: the cached info predates earlier raises
+	if err != nil {
+		return fmt.Errorf("consumer info: %w", err)
+	}
 	need := AckPendingFor(slots)
 	if info.Config.MaxAckPending < 0 || info.Config.MaxAckPending >= need {
 		return nil

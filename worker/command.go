@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -26,6 +27,9 @@ const (
 	// KillGrace is how long a cancelled evaluator's process group has
 	// between SIGTERM and SIGKILL.
 	KillGrace = 2 * time.Second
+	// OutputGrace is how long output is still read after the evaluator's
+	// process group is gone (a daemonized child may hold the pipes).
+	OutputGrace = time.Second
 )
 
 // Command runs an external evaluator per design: `sh -c Cmd`, the design as
@@ -53,16 +57,75 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	stdout, stderr := newTail(StdoutKeep), newTail(StderrKeep)
 	cmd := exec.Command("/bin/sh", "-c", c.Cmd)
 	cmd.Stdin = bytes.NewReader(input)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	outs, err := attachOutputs(cmd, stdout, stderr)
+	if err != nil {
+		return Failed(ctx, err)
+	}
+	err = cmd.Start()
+	outs.started()
+	if err != nil {
+		outs.wait()
 		return Failed(ctx, fmt.Errorf("start %q: %w", c.Cmd, err))
 	}
-	if err := waitGroup(ctx, cmd); err != nil {
+	err = waitGroup(ctx, cmd)
+	outs.wait()
+	if err != nil {
 		return commandFailed(ctx, err, stderr.String())
 	}
 	return ParseOutput(stdout.LastLine())
+}
+
+// outputs copies an evaluator's stdout and stderr through pipes of our
+// own, so that cmd.Wait returns when the evaluator exits even if a child it
+// left behind still holds them; the group kill that follows closes them.
+type outputs struct {
+	writers []*os.File
+	readers []*os.File
+	copied  sync.WaitGroup
+}
+
+func attachOutputs(cmd *exec.Cmd, stdout, stderr io.Writer) (*outputs, error) {
+	o := &outputs{}
+	for _, w := range []io.Writer{stdout, stderr} {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			o.started()
+			o.wait()
+			return nil, fmt.Errorf("evaluator pipes: %w", err)
+		}
+		o.readers, o.writers = append(o.readers, r), append(o.writers, pw)
+		o.copied.Add(1)
+		go func() { defer o.copied.Done(); _, _ = io.Copy(w, r) }()
+	}
+	cmd.Stdout, cmd.Stderr = o.writers[0], o.writers[1]
+	return o, nil
+}
+
+// started closes our copies of the write ends: the evaluator holds its own.
+func (o *outputs) started() {
+	for _, w := range o.writers {
+		w.Close()
+	}
+}
+
+// wait waits for the copies to finish; a writer that escaped the process
+// group kill gets OutputGrace before its pipe is closed under it.
+func (o *outputs) wait() {
+	done := make(chan struct{})
+	go func() { o.copied.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(OutputGrace):
+		for _, r := range o.readers {
+			r.Close()
+		}
+		<-done
+	}
+	for _, r := range o.readers {
+		r.Close()
+	}
 }
 
 func taskEnv(t Task) []string {
@@ -77,18 +140,21 @@ func taskEnv(t Task) []string {
 
 // waitGroup waits for cmd; when ctx ends first it kills cmd's whole process
 // group (SIGTERM, then SIGKILL after KillGrace) and returns ctx's error.
+// Either way the group is killed at the end, so no stray child of the
+// evaluator outlives its evaluation.
 func waitGroup(ctx context.Context, cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	defer killGroup(cmd, syscall.SIGKILL)
 	select {
 	case err := <-done:
-		killGroup(cmd, syscall.SIGKILL) // reap stray children of a finished evaluator
 		return err
 	case <-ctx.Done():
 	}
 	killGroup(cmd, syscall.SIGTERM)
 	select {
 	case <-done:
+		return ctx.Err()
 	case <-time.After(KillGrace):
 	}
 	killGroup(cmd, syscall.SIGKILL)

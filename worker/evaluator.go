@@ -108,7 +108,7 @@ func GenomeScore(g map[string]any) float64 {
 	sort.Strings(keys)
 	score, n := 0.0, 0.0
 	for _, k := range keys {
-		if x, ok := toFloat(g[k]); ok {
+		if x, ok := toFloat(g[k]); ok && !math.IsNaN(x) && !math.IsInf(x, 0) {
 			w := float64(hash64(k)%1000)/1000 + 0.5
 			score += math.Sin(w*x)*0.5 + 0.5
 			n++

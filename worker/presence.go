@@ -28,13 +28,8 @@ func (w *Worker) presence() {
 		case <-w.slotsDone:
 			w.leave(kv, key)
 			return
-		case <-w.fetchCtx.Done():
-			w.beat(kv, key, true)
-			<-w.slotsDone
-			w.leave(kv, key)
-			return
 		case <-t.C:
-			w.beat(kv, key, false)
+			w.beat(kv, key, w.fetchCtx.Err() != nil) // draining: leaving, still alive
 		}
 	}
 }
