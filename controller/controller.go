@@ -28,15 +28,17 @@ type Controller struct {
 	cfg Config
 	log logrus.FieldLogger
 
-	fold      *Fold
-	published uint64 // designs 1..published are on the queue or done
-	slots     *slotTracker
-	cons      jetstream.Consumer
-	designs   jetstream.Stream
-	runKV     jetstream.KeyValue
-	phase     schema.Phase
-	created   time.Time
-	firstPub  time.Time
+	fold       *Fold
+	published  uint64 // designs 1..published are on the queue or done
+	slots      *slotTracker
+	cons       jetstream.Consumer
+	designs    jetstream.Stream
+	runKV      jetstream.KeyValue
+	phase      schema.Phase
+	created    time.Time
+	firstPub   time.Time
+	lastResult time.Time
+	replayed   int // results folded before this controller published
 
 	results  chan resultMsg
 	presence chan presenceEvent

@@ -15,7 +15,7 @@ type Fold struct {
 	terminal int
 	maxSeq   uint64
 	best     *Member
-	bestInit *Member // best of the initial random designs
+	bestRand *Member // best of the designs of random origin
 	stats    *Stats
 }
 
@@ -49,8 +49,8 @@ func (f *Fold) Apply(r *schema.Result) bool {
 	if f.best == nil || m.Fitness > f.best.Fitness {
 		f.best = &m
 	}
-	if r.Design.Origin == schema.OriginRandom && (f.bestInit == nil || m.Fitness > f.bestInit.Fitness) {
-		f.bestInit = &m
+	if r.Design.Origin == schema.OriginRandom && (f.bestRand == nil || m.Fitness > f.bestRand.Fitness) {
+		f.bestRand = &m
 	}
 	return true
 }
@@ -74,7 +74,7 @@ func (f *Fold) Pool() *Pool { return f.pool }
 func (f *Fold) Best() *Member { return f.best }
 
 // BestRandom is the fittest design of random origin, or nil.
-func (f *Fold) BestRandom() *Member { return f.bestInit }
+func (f *Fold) BestRandom() *Member { return f.bestRand }
 
 // Stats are the run's timing statistics.
 func (f *Fold) Stats() *Stats { return f.stats }

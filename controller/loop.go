@@ -24,6 +24,7 @@ func (c *Controller) replay(ctx context.Context) error {
 		return err
 	}
 	c.published = max(c.fold.MaxSeq(), last)
+	c.replayed = c.fold.Terminal()
 	if c.published > 0 {
 		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
 			"pool_digest": c.fold.Pool().Digest()}).Info("resumed run from its results stream")
@@ -82,6 +83,7 @@ func (c *Controller) apply(m resultMsg) {
 		c.log.WithFields(f).WithError(m.err).Error("ignoring a malformed result")
 		return
 	}
+	c.lastResult = c.cfg.Now()
 	if c.fold.Apply(m.res) {
 		c.logResult(m.res)
 	}
@@ -124,11 +126,29 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		}
 	case <-tick:
 		c.progress(false)
+		c.sweepIfQuiet(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return nil
 }
+
+// sweepIfQuiet looks for designs stuck on the work queue when designs are
+// in flight but no result came for a while.
+func (c *Controller) sweepIfQuiet(ctx context.Context) {
+	if c.InFlight() == 0 || c.cfg.Now().Sub(c.lastResult) < QuietSweep {
+		return
+	}
+	c.lastResult = c.cfg.Now() // at most one sweep per quiet period
+	if err := c.sweepStuck(ctx); err != nil {
+		c.log.WithError(err).Warn("sweeping the work queue for undeliverable designs failed")
+	}
+}
+
+// QuietSweep is how long the controller waits without a result, with
+// designs in flight, before it checks the work queue for designs that
+// reached their redelivery limit unnoticed.
+const QuietSweep = 3 * time.Second
 
 func (c *Controller) drainResults() {
 	for {

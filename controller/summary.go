@@ -24,7 +24,9 @@ type Summary struct {
 	BestID      string         `json:"best_id,omitempty"`
 	// BestRandomFitness is the best of the random (initial) designs.
 	BestRandomFitness *float64 `json:"best_random_fitness"`
-	// WallS runs from the first design published to the last result.
+	// WallS runs from this controller's first design published to the last
+	// result; EvalsPerS counts the results that came in meanwhile (not
+	// those replayed after a restart).
 	WallS     float64 `json:"wall_s"`
 	EvalsPerS float64 `json:"evals_per_s"`
 	// Slots is the largest number of live slots seen at once.
@@ -58,7 +60,7 @@ func (c *Controller) Summary() *Summary {
 	if !c.firstPub.IsZero() {
 		wall := c.cfg.Now().Sub(c.firstPub)
 		s.WallS = round(wall.Seconds(), 3)
-		s.EvalsPerS = round(float64(s.Evaluations)/wall.Seconds(), 1)
+		s.EvalsPerS = round(float64(s.Evaluations-c.replayed)/wall.Seconds(), 1)
 	}
 	return s
 }

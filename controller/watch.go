@@ -135,6 +135,40 @@ func (c *Controller) recordLost(ctx context.Context, streamSeq uint64) error {
 	if err != nil {
 		return fmt.Errorf("read lost design at stream seq %d: %w", streamSeq, err)
 	}
+	return c.recordLostMsg(ctx, raw)
+}
+
+// sweepStuck records as lost the designs that reached the redelivery limit
+// while nobody listened for the advisory (the controller was down): the
+// work queue keeps them but never delivers them again. When the consumer
+// has nothing pending delivery or ack, every design of the run still on
+// the queue is such a one.
+func (c *Controller) sweepStuck(ctx context.Context) error {
+	info, err := c.cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer info: %w", err)
+	}
+	if info.NumPending > 0 || info.NumAckPending > 0 {
+		return nil
+	}
+	subject := schema.DesignSubject(c.cfg.Run)
+	for seq := uint64(1); ; {
+		raw, err := c.designs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the work queue: %w", err)
+		}
+		if err := c.recordLostMsg(ctx, raw); err != nil {
+			return err
+		}
+		seq = raw.Sequence + 1
+	}
+}
+
+func (c *Controller) recordLostMsg(ctx context.Context, raw *jetstream.RawStreamMsg) error {
+	streamSeq := raw.Sequence
 	d, err := schema.DecodeDesign(raw.Data)
 	if err != nil {
 		c.log.WithError(err).WithField("stream_seq", streamSeq).Error("a malformed design reached its redelivery limit; deleting it")

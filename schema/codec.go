@@ -80,6 +80,7 @@ func DecodeDesign(b []byte) (*Design, error) {
 	if err := unmarshal(b, d, "design"); err != nil {
 		return nil, err
 	}
+	Normalize(d.Genome)
 	return d, d.Validate()
 }
 
@@ -90,6 +91,8 @@ func DecodeResult(b []byte) (*Result, error) {
 	if err := unmarshal(b, r, "result"); err != nil {
 		return nil, err
 	}
+	Normalize(r.Design.Genome)
+	Normalize(r.Metrics)
 	return r, r.Validate()
 }
 
@@ -121,12 +124,44 @@ func unmarshal(b []byte, v any, kind string) error {
 	if err := checkVersion(b, kind); err != nil {
 		return err
 	}
+	return decode(b, v, kind)
+}
+
+// decode runs the msgpack decoder; a panic inside it (msgpack v5 panics on
+// some shapes, such as nil for a time) is a malformed message too.
+func decode(b []byte, v any, kind string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrMalformed, kind, p)
+		}
+	}()
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	dec.UseLooseInterfaceDecoding(true)
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, kind, err)
 	}
 	return nil
+}
+
+// Normalize returns v with every integer that fits an int64 as int64:
+// msgpack encoders write non-negative integers in unsigned form, and a
+// genome's int parameters should read the same whoever wrote them.
+func Normalize(v any) any {
+	switch x := v.(type) {
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = Normalize(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = Normalize(e)
+		}
+	}
+	return v
 }
 
 // checkVersion reads only the "v" field, so that a message of another

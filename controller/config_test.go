@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/mlp"
+)
+
+func mlpSpace(t testing.TB) *space.Space {
+	t.Helper()
+	s, err := space.Parse(mlp.DefaultSpace)
+	if err != nil {
+		t.Fatalf("parse the mlp space: %v", err)
+	}
+	return s
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	sp := mlpSpace(t)
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // in the error; "" for a valid config
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"small run", func(c *Config) { c.Budget, c.Init, c.Pool, c.Tournament = 1, 1, 1, 1 }, ""},
+		{"pool equal to init", func(c *Config) { c.Init, c.Pool = 8, 8 }, ""},
+		{"budget equal to init", func(c *Config) { c.Budget, c.Init = 20, 20 }, ""},
+		{"tournament equal to pool", func(c *Config) { c.Pool, c.Tournament = 4, 4 }, ""},
+		{"replace oldest", func(c *Config) { c.Replace = ReplaceOldest }, ""},
+		{"ack wait 1s", func(c *Config) { c.AckWait = time.Second }, ""},
+		{"max deliver 0 is the default", func(c *Config) { c.MaxDeliver = 0 }, ""},
+		{"max deliver 1", func(c *Config) { c.MaxDeliver = 1 }, ""},
+		{"explicit margin", func(c *Config) { c.Margin = 7 }, ""},
+		{"expect and wait slots", func(c *Config) { c.ExpectSlots, c.WaitSlots = 552, 552 }, ""},
+		{"empty run", func(c *Config) { c.Run = "" }, "--run"},
+		{"run with a dot", func(c *Config) { c.Run = "a.b" }, `--run "a.b"`},
+		{"run with a wildcard", func(c *Config) { c.Run = ">" }, "--run"},
+		{"no space", func(c *Config) { c.Space = nil }, "--config: no search space"},
+		{"negative budget", func(c *Config) { c.Budget = -1 }, "--budget -1"},
+		{"negative init", func(c *Config) { c.Init = -1 }, "--init -1"},
+		{"negative pool", func(c *Config) { c.Pool = -2 }, "--pool -2"},
+		{"pool larger than init", func(c *Config) { c.Init, c.Pool = 5, 10 }, "--pool 10 is larger than --init 5"},
+		{"default pool larger than init", func(c *Config) { c.Init = 5 }, "--pool 10 is larger than --init 5"},
+		{"budget smaller than init", func(c *Config) { c.Budget, c.Init = 10, 20 }, "--budget 10 is smaller than --init 20"},
+		{"default budget smaller than init", func(c *Config) { c.Init, c.Pool = 500, 10 }, "--budget 200 is smaller than --init 500"},
+		{"tournament larger than pool", func(c *Config) { c.Pool, c.Tournament = 4, 5 }, "--tournament 5: want 1..--pool (4)"},
+		{"negative tournament", func(c *Config) { c.Tournament = -1 }, "--tournament -1"},
+		{"unknown replace", func(c *Config) { c.Replace = "best" }, `--replace "best"`},
+		{"negative margin", func(c *Config) { c.Margin = -1 }, "--margin -1"},
+		{"negative expect slots", func(c *Config) { c.ExpectSlots = -1 }, "--expect-slots -1"},
+		{"negative wait slots", func(c *Config) { c.WaitSlots = -1 }, "--wait-slots -1"},
+		{"ack wait under 1s", func(c *Config) { c.AckWait = 999 * time.Millisecond }, "--ack-wait 999ms"},
+		{"negative ack wait", func(c *Config) { c.AckWait = -time.Second }, "--ack-wait -1s"},
+		{"negative max deliver", func(c *Config) { c.MaxDeliver = -1 }, "--max-deliver -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Config{Run: "run-1", Space: sp}
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("Validate = %v, want ErrConfig", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	sp := mlpSpace(t)
+	tests := []struct {
+		name  string
+		in    Config
+		check func(Config) bool
+		want  string
+	}{
+		{"budget", Config{}, func(c Config) bool { return c.Budget == BudgetDefault }, "Budget 200"},
+		{"init", Config{}, func(c Config) bool { return c.Init == InitDefault }, "Init 20"},
+		{"pool", Config{}, func(c Config) bool { return c.Pool == PoolDefault }, "Pool 10"},
+		{"tournament", Config{}, func(c Config) bool { return c.Tournament == TournamentDefault }, "Tournament 3"},
+		{"tournament follows a small pool", Config{Init: 2, Pool: 2}, func(c Config) bool { return c.Tournament == 2 }, "Tournament 2"},
+		{"replace", Config{}, func(c Config) bool { return c.Replace == ReplaceWorst }, "Replace worst"},
+		{"expect slots", Config{}, func(c Config) bool { return c.ExpectSlots == 1 }, "ExpectSlots 1"},
+		{"ack wait", Config{}, func(c Config) bool { return c.AckWait == broker.AckWaitDefault }, "AckWait 30s"},
+		{"max deliver", Config{}, func(c Config) bool { return c.MaxDeliver == broker.MaxDeliverDefault }, "MaxDeliver 3"},
+		{"negative max deliver kept", Config{MaxDeliver: -1}, func(c Config) bool { return c.MaxDeliver == -1 }, "MaxDeliver -1"},
+		{"wait slots timeout", Config{}, func(c Config) bool { return c.WaitSlotsTimeout == WaitSlotsTimeoutDefault }, "WaitSlotsTimeout 1m"},
+		{"progress", Config{}, func(c Config) bool { return c.Progress == ProgressDefault }, "Progress 5s"},
+		{"margin stays auto", Config{}, func(c Config) bool { return c.Margin == 0 }, "Margin 0"},
+		{"wait slots stay off", Config{}, func(c Config) bool { return c.WaitSlots == 0 }, "WaitSlots 0"},
+		{"clock", Config{}, func(c Config) bool { return c.Now != nil && time.Since(c.Now()) < time.Minute }, "Now time.Now"},
+		{"logger", Config{}, func(c Config) bool { return c.Logger != nil }, "a Logger"},
+		{"set values kept", Config{Budget: 7, Init: 3, Pool: 2, Tournament: 1, Replace: ReplaceOldest, AckWait: 2 * time.Second},
+			func(c Config) bool {
+				return c.Budget == 7 && c.Init == 3 && c.Pool == 2 && c.Tournament == 1 && c.Replace == ReplaceOldest && c.AckWait == 2*time.Second
+			}, "the values set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := tt.in
+			in.Run, in.Space = "run-1", sp
+			if got := in.withDefaults(); !tt.check(got) {
+				t.Errorf("withDefaults = %+v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMarginFor(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ slots, want int }{
+		{0, 2}, {1, 2}, {8, 2}, {40, 2}, {41, 3}, {60, 3}, {61, 4}, {100, 5}, {552, 28}, {1000, 50},
+	}
+	for _, tt := range tests {
+		if got := MarginFor(tt.slots); got != tt.want {
+			t.Errorf("MarginFor(%d) = %d, want %d", tt.slots, got, tt.want)
+		}
+	}
+}
+
+func TestConfigFields(t *testing.T) {
+	t.Parallel()
+	c := Config{Run: "run-1", Space: mlpSpace(t)}.withDefaults()
+	f := c.Fields()
+	if f["run"] != "run-1" || f["space"] != "mlp-spirals" || f["budget"] != BudgetDefault || f["pool"] != PoolDefault {
+		t.Errorf("Fields = %v", f)
+	}
+	if m := f["margin"]; m != "auto (5% of live slots, >= 2)" {
+		t.Errorf("margin field = %v, want the auto text", m)
+	}
+	c.Margin = 4
+	if m := c.Fields()["margin"]; m != "4" {
+		t.Errorf("margin field = %v, want 4", m)
+	}
+}
