@@ -13,6 +13,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +39,8 @@ type Controller struct {
 	created    time.Time
 	firstPub   time.Time
 	lastResult time.Time
-	replayed   int // results folded before this controller published
+	replayed   int  // results folded before this controller published
+	live       bool // replay is over: results beyond published are foreign
 
 	results  chan resultMsg
 	presence chan presenceEvent
@@ -97,6 +99,15 @@ func (c *Controller) declare(ctx context.Context) error {
 	if err := broker.Declare(ctx, c.js); err != nil {
 		return err
 	}
+	var err error
+	if c.runKV, err = c.js.KeyValue(ctx, schema.RunBucket); err != nil {
+		return fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+	}
+	// The run state, with its search space, exists before the consumer, so
+	// a worker that finds the consumer finds the space too.
+	if err := c.setPhase(ctx, schema.PhaseStarting); err != nil {
+		return err
+	}
 	cons, err := broker.DeclareConsumer(ctx, c.js, c.cfg.Run, broker.ConsumerConfig{
 		Slots: c.cfg.ExpectSlots, AckWait: c.cfg.AckWait, MaxDeliver: c.cfg.MaxDeliver,
 	})
@@ -107,9 +118,6 @@ func (c *Controller) declare(ctx context.Context) error {
 	if c.designs, err = c.js.Stream(ctx, schema.DesignStream); err != nil {
 		return fmt.Errorf("open stream %s: %w", schema.DesignStream, err)
 	}
-	if c.runKV, err = c.js.KeyValue(ctx, schema.RunBucket); err != nil {
-		return fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
-	}
 	info := cons.CachedInfo()
 	c.log.WithFields(logrus.Fields{"consumer": info.Name, "max_waiting": info.Config.MaxWaiting,
 		"max_ack_pending": info.Config.MaxAckPending, "ack_wait": info.Config.AckWait,
@@ -117,7 +125,8 @@ func (c *Controller) declare(ctx context.Context) error {
 	return nil
 }
 
-// setPhase records the run's phase in the run bucket.
+// setPhase records the run's phase in the run bucket, retrying across a
+// broker outage until ctx ends.
 func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	now := c.cfg.Now()
 	if c.created.IsZero() {
@@ -126,24 +135,47 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	c.phase = p
 	data, err := schema.EncodeRun(&schema.Run{
 		Run: c.cfg.Run, Phase: p, Budget: c.cfg.Budget, Space: c.cfg.Space.Name(),
-		Seed: c.cfg.Seed, AckWait: c.cfg.AckWait, Created: c.created, Updated: now,
+		SpaceYAML: c.cfg.Space.Source(), Seed: c.cfg.Seed, AckWait: c.cfg.AckWait,
+		Created: c.created, Updated: now,
 	})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := c.runKV.Put(ctx, c.cfg.Run, data); err != nil {
-		return fmt.Errorf("record run phase %s: %w", p, err)
-	}
-	return nil
+	return retry(ctx, c.log, "record run phase "+string(p), func() error {
+		_, err := c.runKV.Put(ctx, c.cfg.Run, data)
+		return err
+	})
 }
+
+// retry calls op until it succeeds or ctx ends, backing off to 2 s and
+// warning on each failure. A full store is not retried.
+func retry(ctx context.Context, log logrus.FieldLogger, what string, op func() error) error {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := op()
+		switch {
+		case err == nil:
+			return nil
+		case broker.StoreFull(err):
+			return fmt.Errorf("%s: %w: %v", what, ErrStoreFull, err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		log.WithError(err).Warn(what + " failed; retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// ErrStoreFull means the broker's store has no room left: the run stops,
+// with everything stored so far kept, and can be continued once there is
+// room (free disk, or a larger --max-store).
+var ErrStoreFull = errors.New("the broker's store is full (free disk space or raise --max-store, then continue the run)")
 
 // waitSlots waits until WaitSlots slots are live, or WaitSlotsTimeout.
 func (c *Controller) waitSlots(ctx context.Context) error {
-	if err := c.setPhase(ctx, schema.PhaseStarting); err != nil {
-		return err
-	}
 	if c.cfg.WaitSlots > 0 {
 		c.awaitSlots(ctx)
 	}

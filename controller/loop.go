@@ -14,17 +14,20 @@ import (
 )
 
 // replay folds the run's existing results, then sets the next design
-// sequence after every design already published.
+// sequence after every design already published. The queue is read first:
+// a design that leaves it afterwards had its result stored before its ack,
+// so the fold, read to its end later, has it.
 func (c *Controller) replay(ctx context.Context) error {
-	if err := c.foldExisting(ctx); err != nil {
-		return err
-	}
 	last, err := c.lastQueued(ctx)
 	if err != nil {
 		return err
 	}
+	if err := c.foldExisting(ctx); err != nil {
+		return err
+	}
 	c.published = max(c.fold.MaxSeq(), last)
 	c.replayed = c.fold.Terminal()
+	c.live = true
 	if c.published > 0 {
 		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
 			"pool_digest": c.fold.Pool().Digest()}).Info("resumed run from its results stream")
@@ -84,6 +87,10 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	c.lastResult = c.cfg.Now()
+	if c.live && m.res.Design.Seq > c.published {
+		c.log.WithField("design", m.res.DesignID).Warn("ignoring a result for a design this run never published")
+		return
+	}
 	if c.fold.Apply(m.res) {
 		c.logResult(m.res)
 	}
@@ -97,7 +104,7 @@ func (c *Controller) logResult(r *schema.Result) {
 
 // loop runs until the budget is spent.
 func (c *Controller) loop(ctx context.Context) error {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(min(time.Second, c.cfg.Progress))
 	defer tick.Stop()
 	for c.fold.Terminal() < c.cfg.Budget {
 		if err := c.topUp(ctx); err != nil {
@@ -252,29 +259,23 @@ func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error 
 func (c *Controller) confirm(ctx context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
 	if f != nil {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				c.log.WithField("design", id).Error("design was already on the queue: the controller's count of published designs was behind")
+			}
 			return nil
 		case err := <-f.Err():
-			c.log.WithError(err).WithField("design", id).Warn("publishing design failed; retrying")
+			if broker.StoreFull(err) {
+				return fmt.Errorf("publish design %s: %w: %v", id, ErrStoreFull, err)
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	return retry(ctx, c.log.WithField("design", id), "publish design", func() error {
 		_, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.log.WithError(err).WithField("design", id).Warn("publishing design failed; retrying")
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-	}
+		return err
+	})
 }
 
 // onPresence tracks a worker's heartbeat and keeps the consumer's limits
@@ -316,7 +317,8 @@ func (c *Controller) progress(force bool) {
 	c.lastLog = now
 	l := c.slots.live(now)
 	f := logrus.Fields{"evaluations": c.fold.Terminal(), "budget": c.cfg.Budget, "in_flight": c.InFlight(),
-		"workers": l.workers, "slots": l.slots, "busy": l.busy, "pool": c.fold.Pool().Len()}
+		"workers": l.workers, "slots": l.slots, "busy": l.busy, "pool": c.fold.Pool().Len(),
+		"pool_digest": c.fold.Pool().Digest()}
 	if b := c.fold.Best(); b != nil {
 		f["best"] = b.Fitness
 	}

@@ -189,14 +189,8 @@ func invalid(kind, field, format string, args ...any) error {
 
 // Validate checks every field of d.
 func (d *Design) Validate() error {
-	if err := ValidToken(d.Run); err != nil {
-		return invalid("design", "run", "%v", err)
-	}
-	if d.Seq == 0 {
-		return invalid("design", "seq", "must be >= 1")
-	}
-	if want := DesignID(d.Run, d.Seq); d.ID != want {
-		return invalid("design", "id", "%q, want %q for run %q seq %d", d.ID, want, d.Run, d.Seq)
+	if err := d.ValidateIdentity(); err != nil {
+		return err
 	}
 	if d.Genome == nil {
 		return invalid("design", "genome", "missing")
@@ -216,12 +210,34 @@ func (d *Design) Validate() error {
 	return nil
 }
 
-// Validate checks every field of r, its design included.
+// ValidateIdentity checks the fields that say which design d is: run, seq
+// and id. A design with a valid identity but other bad fields can still be
+// given a terminal error result.
+func (d *Design) ValidateIdentity() error {
+	if err := ValidToken(d.Run); err != nil {
+		return invalid("design", "run", "%v", err)
+	}
+	if d.Seq == 0 {
+		return invalid("design", "seq", "must be >= 1")
+	}
+	if want := DesignID(d.Run, d.Seq); d.ID != want {
+		return invalid("design", "id", "%q, want %q for run %q seq %d", d.ID, want, d.Run, d.Seq)
+	}
+	return nil
+}
+
+// Validate checks every field of r and its design; an error result needs
+// only its design's identity, since it may record a design that was
+// rejected for its other fields.
 func (r *Result) Validate() error {
 	if r.Design.V != Version {
 		return invalid("result", "design.v", "version %d, want %d", r.Design.V, Version)
 	}
-	if err := r.Design.Validate(); err != nil {
+	check := r.Design.Validate
+	if r.Status == StatusError {
+		check = r.Design.ValidateIdentity
+	}
+	if err := check(); err != nil {
 		return fmt.Errorf("result %s: %w", r.DesignID, err)
 	}
 	if r.Run != r.Design.Run || r.DesignID != r.Design.ID {

@@ -136,13 +136,16 @@ type Presence struct {
 // Run is the state of a run, stored in RunBucket under the run ID. Workers
 // watch it to learn when the run is done.
 type Run struct {
-	V       int           `msgpack:"v" json:"v"`
-	Run     string        `msgpack:"run" json:"run"`
-	Phase   Phase         `msgpack:"phase" json:"phase"`
-	Budget  int           `msgpack:"budget" json:"budget"`
-	Space   string        `msgpack:"space" json:"space"`
-	Seed    uint64        `msgpack:"seed" json:"seed"`
-	AckWait time.Duration `msgpack:"ack_wait_ns" json:"ack_wait_ns"`
-	Created time.Time     `msgpack:"created" json:"created"`
-	Updated time.Time     `msgpack:"updated" json:"updated"`
+	V      int    `msgpack:"v" json:"v"`
+	Run    string `msgpack:"run" json:"run"`
+	Phase  Phase  `msgpack:"phase" json:"phase"`
+	Budget int    `msgpack:"budget" json:"budget"`
+	Space  string `msgpack:"space" json:"space"`
+	// SpaceYAML is the search space's source, so that workers can check
+	// every genome against it before evaluating.
+	SpaceYAML []byte        `msgpack:"space_yaml,omitempty" json:"space_yaml,omitempty"`
+	Seed      uint64        `msgpack:"seed" json:"seed"`
+	AckWait   time.Duration `msgpack:"ack_wait_ns" json:"ack_wait_ns"`
+	Created   time.Time     `msgpack:"created" json:"created"`
+	Updated   time.Time     `msgpack:"updated" json:"updated"`
 }

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,8 +71,13 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 		attempt = int(meta.NumDelivered)
 	}
 	d, err := schema.DecodeDesign(msg.Data())
+	if err == nil && w.space != nil {
+		if _, verr := w.space.Validate(d.Genome); verr != nil {
+			err = fmt.Errorf("genome does not fit the run's search space: %w", verr)
+		}
+	}
 	if err != nil {
-		w.reject(s, msg, d, err)
+		w.reject(s, msg, d, err, attempt, start)
 		return
 	}
 	w.busy.Add(1)
@@ -94,21 +100,35 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	}
 }
 
-// reject handles a design that does not decode. It is terminated so that
-// it does not circle between slots.
-func (w *Worker) reject(s *slotState, msg jetstream.Msg, d *schema.Design, err error) {
+// reject handles a design that does not decode or validate. When its
+// identity is known and it belongs to this run, it gets a terminal error
+// result; either way it is terminated so that it does not circle between
+// slots.
+func (w *Worker) reject(s *slotState, msg jetstream.Msg, d *schema.Design, err error, attempt int, start time.Time) {
 	f := logrus.Fields{"bytes": len(msg.Data())}
 	if d != nil && d.ID != "" {
 		f["design"] = d.ID
 	}
 	s.log.WithFields(f).WithError(err).Error("rejected a malformed design")
-	_ = msg.TermWithReason("malformed design: " + err.Error())
+	if d != nil && d.Run == w.cfg.Run && d.ValidateIdentity() == nil {
+		res := w.result(s, d, attempt, start, Outcome{Status: schema.StatusError,
+			Fitness: schema.InfeasibleFitness, Error: clip("design rejected: "+err.Error(), 2000)})
+		if !w.store(s, res) {
+			_ = msg.Nak()
+			return
+		}
+	}
+	_ = msg.TermWithReason("malformed design: " + clip(err.Error(), 200))
 }
 
 // evaluate runs the evaluator and builds the result. A panicking evaluator
 // becomes an error result.
 func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start time.Time) *schema.Result {
-	out := w.runEvaluator(d, s.index, attempt)
+	return w.result(s, d, attempt, start, w.runEvaluator(d, s.index, attempt))
+}
+
+// result builds the result of design d from an outcome.
+func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.Time, out Outcome) *schema.Result {
 	gap := time.Duration(-1)
 	if !s.lastStored.IsZero() {
 		gap = start.Sub(s.lastStored)
@@ -185,7 +205,12 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		if w.evalCtx.Err() != nil {
 			return false
 		}
-		s.log.WithError(err).WithField("design", res.DesignID).Warn("storing result failed; holding it and retrying")
+		lg := s.log.WithError(err).WithField("design", res.DesignID)
+		if broker.StoreFull(err) {
+			lg.Error("the broker's store is full: holding the result until there is room (free disk or raise --max-store)")
+		} else {
+			lg.Warn("storing result failed; holding it and retrying")
+		}
 		select {
 		case <-w.evalCtx.Done():
 			return false

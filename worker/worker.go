@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/evoq/evoq/controller/space"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -129,6 +130,7 @@ type Worker struct {
 	cons jetstream.Consumer
 
 	ackWait time.Duration
+	space   *space.Space // the run's search space, when the run publishes it
 	busy    atomic.Int64
 	done    atomic.Int64
 	started time.Time
@@ -169,6 +171,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	info := cons.CachedInfo()
 	w.ackWait = info.Config.AckWait
 	if err := w.checkLimits(info); err != nil {
+		return err
+	}
+	if w.space, err = w.runSpace(ctx); err != nil {
 		return err
 	}
 	w.started = time.Now()
@@ -220,6 +225,31 @@ func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// runSpace reads the run's search space from its run state, so that the
+// worker can refuse genomes outside it. A run without one is not checked.
+func (w *Worker) runSpace(ctx context.Context) (*space.Space, error) {
+	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+	}
+	e, err := kv.Get(ctx, w.cfg.Run)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
+	}
+	r, err := schema.DecodeRun(e.Value())
+	if err != nil || len(r.SpaceYAML) == 0 {
+		return nil, err
+	}
+	sp, err := space.Parse(r.SpaceYAML)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
+	}
+	return sp, nil
 }
 
 func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time.Millisecond) }

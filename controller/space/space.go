@@ -35,15 +35,25 @@ const maxAttempts = 20
 // Space is a parsed search space. It is immutable and safe for concurrent use;
 // the *rand.Rand passed to its methods is not.
 type Space struct {
-	name string
-	root *group
+	name   string
+	root   *group
+	source []byte
 }
 
 // Parse reads a search space from YAML. Errors wrap ErrInvalidSpace and name
 // the path of the offending param, e.g. "params.layers.item.units".
 func Parse(data []byte) (*Space, error) {
-	return parseSpace(data)
+	s, err := parseSpace(data)
+	if err != nil {
+		return nil, err
+	}
+	s.source = append([]byte(nil), data...)
+	return s, nil
 }
+
+// Source is the YAML the space was parsed from, so that it can travel to
+// workers and be parsed again there.
+func (s *Space) Source() []byte { return s.source }
 
 // Load reads and parses the search space in the YAML file at path. Errors
 // mention the path.

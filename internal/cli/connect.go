@@ -24,12 +24,14 @@ type session struct {
 func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error) {
 	s := &session{url: b.nats}
 	if b.nats == "" {
-		e, err := broker.Start(broker.Config{Dir: b.dir, Listen: b.listen, SyncAlways: b.syncAlways, Logger: log})
+		cfg := b.cfg
+		cfg.Logger = log
+		e, err := broker.Start(cfg)
 		if err != nil {
 			return nil, err
 		}
 		s.embedded, s.url = e, e.ClientURL()
-		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync_always": b.syncAlways}).Info("embedded broker ready")
+		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore}).Info("embedded broker ready")
 	}
 	nc, err := broker.Connect(s.url, name, s.embedded, log)
 	if err != nil {

@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -87,13 +90,15 @@ func (l *logFlags) args() []string {
 // brokerFlags choose the embedded broker or an external one.
 type brokerFlags struct {
 	dir, listen, nats string
-	syncAlways        bool
+	sync, maxStore    string
+	cfg               broker.Config // parsed by validate
 }
 
 func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {
 	fs.StringVar(&b.dir, "dir", broker.DirDefault, "JetStream store directory of the embedded broker")
 	fs.StringVar(&b.listen, "listen", broker.ListenDefault, "host:port the embedded broker listens on (port 0: any free port)")
-	fs.BoolVar(&b.syncAlways, "sync-always", false, "fsync every store write (survives machine crashes; slower)")
+	fs.StringVar(&b.sync, "sync", "2m", "store fsync: always (every write survives a machine crash; slower), or an interval (a process crash loses nothing, a machine crash up to the interval)")
+	fs.StringVar(&b.maxStore, "max-store", "", "cap on the embedded broker's store, e.g. 500MB or 20GB (default: the disk's free space)")
 	if withNats {
 		fs.StringVar(&b.nats, "nats", "", "URL of an external NATS server with JetStream (instead of the embedded broker)")
 	}
@@ -106,11 +111,56 @@ func (b *brokerFlags) validate() error {
 	if b.dir == "" {
 		return usageErr("--dir: empty store directory")
 	}
-	_, _, err := broker.SplitListen(b.listen)
-	if err != nil {
+	if _, _, err := broker.SplitListen(b.listen); err != nil {
 		return usageErr("%v", err)
 	}
+	b.cfg = broker.Config{Dir: b.dir, Listen: b.listen}
+	if err := parseSync(b.sync, &b.cfg); err != nil {
+		return err
+	}
+	if b.maxStore != "" {
+		n, err := parseBytes(b.maxStore)
+		if err != nil || n < 1<<20 {
+			return usageErr("--max-store %q: want a size of at least 1MB, e.g. 500MB or 20GB", b.maxStore)
+		}
+		b.cfg.MaxStore = n
+	}
 	return nil
+}
+
+func parseSync(s string, cfg *broker.Config) error {
+	if s == "always" {
+		cfg.SyncAlways = true
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return usageErr("--sync %q: want always or an interval such as 2m or 1s", s)
+	}
+	cfg.SyncInterval = d
+	return nil
+}
+
+// parseBytes reads a size such as 64MB or 2GiB (powers of 1024 either way).
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TIB", 1 << 40}, {"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10},
+		{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"B", 1}}
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, x := range units {
+		if strings.HasSuffix(u, x.suffix) {
+			u, mult = strings.TrimSpace(strings.TrimSuffix(u, x.suffix)), x.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q", s)
+	}
+	return n * mult, nil
 }
 
 // searchFlags configure the controller.
@@ -119,7 +169,7 @@ type searchFlags struct {
 	budget, init, pool, tournament  int
 	margin, expectSlots, maxDeliver int
 	seed                            uint64
-	ackWait                         time.Duration
+	ackWait, progress               time.Duration
 }
 
 func (s *searchFlags) register(fs *flag.FlagSet) {
@@ -135,6 +185,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.expectSlots, "expect-slots", 0, "slots the consumer limits are sized for (0: --slots for run, else 1; never below 4096 waiting pulls)")
 	fs.IntVar(&s.maxDeliver, "max-deliver", broker.MaxDeliverDefault, "deliveries of a design before it is recorded as lost")
 	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
+	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
 }
 
 // config builds and validates the controller config.
@@ -150,7 +201,7 @@ func (s *searchFlags) config(log logrus.FieldLogger) (controller.Config, error) 
 	cfg := controller.Config{
 		Run: s.run, Space: sp, Budget: s.budget, Init: s.init, Pool: s.pool, Replace: replace,
 		Tournament: min(s.tournament, s.pool), Seed: s.seed, Margin: s.margin, ExpectSlots: s.expectSlots,
-		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Logger: log,
+		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Progress: s.progress, Logger: log,
 	}
 	if err := s.validate(); err != nil {
 		return cfg, err
@@ -171,8 +222,12 @@ func (s *searchFlags) validate() error {
 			return usageErr("%s %d: need at least 1", v.name, v.val)
 		}
 	}
-	if s.ackWait <= 0 {
-		return usageErr("--ack-wait %s: must be positive", s.ackWait)
+	if s.ackWait < 3*worker.HeartbeatDefault {
+		return usageErr("--ack-wait %s: need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered",
+			s.ackWait, 3*worker.HeartbeatDefault)
+	}
+	if s.progress < 10*time.Millisecond {
+		return usageErr("--progress %s: want at least 10ms", s.progress)
 	}
 	return nil
 }
