@@ -65,38 +65,53 @@ func (c *Controller) consumeResults(ctx context.Context) error {
 	return nil
 }
 
+// watchPresence follows the run's presence heartbeats. It subscribes to
+// the bucket's subjects with a plain NATS subscription, which the client
+// renews by itself across broker restarts, then reads the entries already
+// there.
 func (c *Controller) watchPresence(ctx context.Context) error {
 	kv, err := c.js.KeyValue(ctx, schema.PresenceBucket)
 	if err != nil {
 		return fmt.Errorf("open bucket %s: %w", schema.PresenceBucket, err)
 	}
-	w, err := kv.Watch(ctx, c.cfg.Run+".*")
+	prefix := "$KV." + schema.PresenceBucket + "." + c.cfg.Run + "."
+	sub, err := c.js.Conn().Subscribe(prefix+"*", func(m *nats.Msg) {
+		op := m.Header.Get("KV-Operation")
+		c.sendPresence(ctx, strings.TrimPrefix(m.Subject, prefix), m.Data, op == "DEL" || op == "PURGE")
+	})
 	if err != nil {
 		return fmt.Errorf("watch presence: %w", err)
 	}
+	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
+	keys, err := kv.ListKeysFiltered(ctx, c.cfg.Run+".*")
+	if err != nil {
+		return fmt.Errorf("list presence: %w", err)
+	}
 	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			if e == nil {
-				continue // end of the initial values
-			}
-			ev := presenceEvent{worker: strings.TrimPrefix(e.Key(), c.cfg.Run+".")}
-			if e.Operation() == jetstream.KeyValuePut {
-				p, err := schema.DecodePresence(e.Value())
-				if err != nil {
-					c.log.WithError(err).WithField("worker", ev.worker).Warn("ignoring a malformed presence heartbeat")
-					continue
-				}
-				ev.p = p
-			}
-			select {
-			case c.presence <- ev:
-			case <-ctx.Done():
-				return
+		for key := range keys.Keys() {
+			if e, err := kv.Get(ctx, key); err == nil {
+				c.sendPresence(ctx, strings.TrimPrefix(key, c.cfg.Run+"."), e.Value(), false)
 			}
 		}
 	}()
 	return nil
+}
+
+// sendPresence decodes one presence entry and hands it to the loop.
+func (c *Controller) sendPresence(ctx context.Context, worker string, data []byte, deleted bool) {
+	ev := presenceEvent{worker: worker}
+	if !deleted {
+		p, err := schema.DecodePresence(data)
+		if err != nil {
+			c.log.WithError(err).WithField("worker", worker).Warn("ignoring a malformed presence heartbeat")
+			return
+		}
+		ev.p = p
+	}
+	select {
+	case c.presence <- ev:
+	case <-ctx.Done():
+	}
 }
 
 // maxDeliveries is the part of the JetStream max-deliveries advisory used.

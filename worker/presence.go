@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -57,33 +58,54 @@ func (w *Worker) leave(kv jetstream.KeyValue, key string) {
 	_ = kv.Delete(ctx, key)
 }
 
-// watchRun stops the worker when its run is done.
+// watchRun stops the worker when its run is done. It listens to the run's
+// key with a plain NATS subscription (renewed by the client across broker
+// restarts) and also reads the key every RunPoll, in case the update came
+// while the broker was out of reach.
 func (w *Worker) watchRun() {
 	defer w.bg.Done()
-	kv, err := w.js.KeyValue(w.fetchCtx, schema.RunBucket)
-	if err != nil {
-		return
+	done := make(chan struct{}, 1)
+	sub, err := w.js.Conn().Subscribe("$KV."+schema.RunBucket+"."+w.cfg.Run, func(m *nats.Msg) {
+		if w.runDone(m.Data) {
+			select {
+			case done <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err == nil {
+		defer sub.Unsubscribe()
 	}
-	watch, err := kv.Watch(w.fetchCtx, w.cfg.Run)
-	if err != nil {
-		return
-	}
-	defer watch.Stop()
+	t := time.NewTicker(RunPoll)
+	defer t.Stop()
 	for {
 		select {
 		case <-w.fetchCtx.Done():
 			return
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return
-			}
-			if e != nil && w.runDone(e.Value()) {
-				w.log.WithField("busy", w.busy.Load()).Info("run is done; leaving")
-				w.stopNow()
-				return
+		case <-done:
+		case <-t.C:
+			if !w.readRunDone() {
+				continue
 			}
 		}
+		w.log.WithField("busy", w.busy.Load()).Info("run is done; leaving")
+		w.stopNow()
+		return
 	}
+}
+
+// RunPoll is how often a worker reads its run's state as a backstop.
+const RunPoll = 2 * time.Second
+
+func (w *Worker) readRunDone() bool {
+	ctx, cancel := context.WithTimeout(w.fetchCtx, RunPoll)
+	defer cancel()
+	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
+	if err != nil {
+		return false
+	}
+	e, err := kv.Get(ctx, w.cfg.Run)
+	return err == nil && w.runDone(e.Value())
 }
 
 func (w *Worker) runDone(data []byte) bool {
