@@ -95,8 +95,22 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	}
 	s.lastStored = time.Now()
 	w.done.Add(1)
+	w.logResult(s, res)
 	if err := msg.Ack(); err != nil {
 		s.log.WithError(err).WithField("design", d.ID).Warn("ack failed; the design may be evaluated again and will count once")
+	}
+}
+
+// logResult logs a finished evaluation: failures as warnings naming the
+// design and the reason, the rest at debug level.
+func (w *Worker) logResult(s *slotState, r *schema.Result) {
+	l := s.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "attempt": r.Attempt,
+		"duration": r.Duration().Round(time.Millisecond)})
+	switch r.Status {
+	case schema.StatusError, schema.StatusTimeout:
+		l.WithField("error", clip(r.Error, 300)).Warn("evaluation failed")
+	default:
+		l.WithField("fitness", r.Fitness).Debug("evaluation done")
 	}
 }
 
