@@ -57,9 +57,16 @@ type result struct {
 // evoq runs the binary to completion with a time limit.
 func evoq(t *testing.T, limit time.Duration, args ...string) result {
 	t.Helper()
+	return evoqEnv(t, limit, nil, args...)
+}
+
+// evoqEnv is evoq with env added to the environment.
+func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, evoqBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

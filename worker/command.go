@@ -129,13 +129,13 @@ func (o *outputs) wait() {
 }
 
 func taskEnv(t Task) []string {
-	return []string{
+	return append([]string{
 		"EVOQ_RUN=" + t.Design.Run,
 		"EVOQ_DESIGN_ID=" + t.Design.ID,
 		"EVOQ_ATTEMPT=" + strconv.Itoa(t.Attempt),
 		"EVOQ_SLOT=" + strconv.Itoa(t.Slot),
 		"EVOQ_WORKER=" + t.Worker,
-	}
+	}, GPUEnv(t.GPU)...)
 }
 
 // waitGroup waits for cmd; when ctx ends first it kills cmd's whole process

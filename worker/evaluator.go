@@ -20,6 +20,8 @@ type Task struct {
 	Worker  string
 	Slot    int
 	Attempt int
+	// GPU is the slot's GPU (a CUDA_VISIBLE_DEVICES value), "" for none.
+	GPU string
 }
 
 // Outcome is what an evaluation produced. Status is one of ok, infeasible,

@@ -149,7 +149,7 @@ func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.
 	}
 	return &schema.Result{
 		Run: d.Run, DesignID: d.ID, Design: *d, Status: out.Status, Fitness: out.Fitness,
-		Metrics: out.Metrics, Worker: w.cfg.ID, Host: w.cfg.Host, Slot: s.index,
+		Metrics: out.Metrics, Worker: w.cfg.ID, Host: w.cfg.Host, Slot: s.index, GPU: w.gpu(s.index),
 		Attempt: attempt, Start: start, Stop: time.Now(), Gap: gap, Error: out.Error,
 	}
 }
@@ -163,12 +163,20 @@ func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int) (out Outcome)
 				Error: fmt.Sprintf("evaluator panicked: %v\n%s", p, debug.Stack())}
 		}
 	}()
-	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt})
+	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt, GPU: w.gpu(slot)})
 	if !out.Status.Valid() || out.Status == schema.StatusLost {
 		out = Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
 			Error: fmt.Sprintf("evaluator returned status %q", out.Status)}
 	}
 	return out
+}
+
+// gpu is slot's GPU, "" for none.
+func (w *Worker) gpu(slot int) string {
+	if w.cfg.SlotGPUs == nil {
+		return ""
+	}
+	return w.cfg.SlotGPUs[slot]
 }
 
 func (w *Worker) evalContext() (context.Context, context.CancelFunc) {

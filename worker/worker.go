@@ -47,6 +47,10 @@ type Config struct {
 	Slots int
 	// Evaluator evaluates designs. Required.
 	Evaluator Evaluator
+	// SlotGPUs pins slot i to the GPU(s) SlotGPUs[i] (a CUDA_VISIBLE_DEVICES
+	// value) and records it in results. Defaults to none; when set it has
+	// one entry per slot (see SlotGPUs).
+	SlotGPUs []string
 	// EvalTimeout bounds one evaluation; past it the result is a timeout.
 	// Defaults to 0, no limit.
 	EvalTimeout time.Duration
@@ -99,6 +103,9 @@ func (c Config) validate() error {
 	}
 	if c.Evaluator == nil {
 		return fmt.Errorf("%w: no evaluator", ErrConfig)
+	}
+	if c.SlotGPUs != nil && len(c.SlotGPUs) != c.Slots {
+		return fmt.Errorf("%w: %d GPU assignments for %d slots", ErrConfig, len(c.SlotGPUs), c.Slots)
 	}
 	if c.EvalTimeout < 0 {
 		return fmt.Errorf("%w: --eval-timeout %s is negative", ErrConfig, c.EvalTimeout)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -246,12 +247,17 @@ func defaultRunID() string {
 // workerFlags configure a worker's slots and evaluator.
 type workerFlags struct {
 	id, evaluator, evalCmd string
-	slots                  int
+	slots, slotsPerGPU     int
+	gpus                   string
 	simMean, simFail       float64
 	evalTimeout            time.Duration
+	slotsSet               bool     // --slots given explicitly
+	gpuIDs                 []string // resolved by resolveGPUs
 }
 
-func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int) {
+func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault string) {
+	fs.StringVar(&w.gpus, "gpus", gpusDefault, "GPUs to use: auto (CUDA_VISIBLE_DEVICES, else nvidia-smi -L, else ROCR_VISIBLE_DEVICES), none, or ids like 0,1,2; one slot per GPU unless --slots")
+	fs.IntVar(&w.slotsPerGPU, "slots-per-gpu", 1, "slots sharing each GPU")
 	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim or noop (ignored with --eval-cmd)")
 	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
@@ -261,8 +267,12 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int) {
 }
 
 func (w *workerFlags) validate(fs *flag.FlagSet) error {
+	w.slotsSet = isSet(fs, "slots")
 	if w.slots < 1 {
 		return usageErr("--slots %d: need at least 1", w.slots)
+	}
+	if w.slotsPerGPU < 1 {
+		return usageErr("--slots-per-gpu %d: need at least 1", w.slotsPerGPU)
 	}
 	if w.evalCmd != "" && isSet(fs, "evaluator") {
 		return usageErr("--evaluator %q and --eval-cmd: give one or the other", w.evaluator)
@@ -296,7 +306,7 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 	return nil, usageErr("--evaluator %q: want mlp, sim or noop, or give --eval-cmd", w.evaluator)
 }
 
-// args are the flags for a child worker process.
+// args are the evaluator flags for a child worker process.
 func (w *workerFlags) args() []string {
 	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean),
 		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
@@ -304,6 +314,41 @@ func (w *workerFlags) args() []string {
 		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
 	}
 	return a
+}
+
+// resolveGPUs finds the GPUs --gpus names and, unless --slots was given,
+// sets one slot per GPU times --slots-per-gpu. It warns when GPUs would
+// idle.
+func (w *workerFlags) resolveGPUs(ctx context.Context, log logrus.FieldLogger) error {
+	ids, src, err := worker.DetectGPUs(ctx, w.gpus, os.Getenv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	w.gpuIDs = ids
+	if len(ids) == 0 {
+		if w.gpus != "none" {
+			log.WithField("gpus", w.gpus).Info("no GPU found; slots run without one")
+		}
+		return nil
+	}
+	if !w.slotsSet {
+		w.slots = len(ids) * w.slotsPerGPU
+	}
+	log.WithFields(logrus.Fields{"gpus": strings.Join(ids, ","), "from": src, "slots": w.slots,
+		"slots_per_gpu": w.slotsPerGPU}).Info("GPU slots")
+	if w.slots < len(ids) {
+		log.WithFields(logrus.Fields{"slots": w.slots, "gpus": len(ids)}).
+			Warn("fewer slots than visible GPUs: some GPUs will idle; drop --slots to get one slot per GPU")
+	}
+	return nil
+}
+
+// slotGPUs is the GPU of each slot, or nil without GPUs.
+func (w *workerFlags) slotGPUs() []string {
+	if len(w.gpuIDs) == 0 {
+		return nil
+	}
+	return worker.SlotGPUs(w.gpuIDs, w.slots, w.slotsPerGPU)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,7 +33,7 @@ const WorkerExitTimeout = 10 * time.Second
 func (c *runCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
 	c.register(fs)
-	c.w.register(fs, runtime.NumCPU())
+	c.w.register(fs, runtime.NumCPU(), "none")
 	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -41,7 +42,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.validate(fs); err != nil {
+	if err := c.validate(ctx, fs, log); err != nil {
 		return err
 	}
 	cfg, err := c.config(log)
@@ -51,12 +52,18 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	return c.runAll(ctx, cfg, log)
 }
 
-func (c *runCmd) validate(fs *flag.FlagSet) error {
+func (c *runCmd) validate(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) error {
 	if err := c.w.validate(fs); err != nil {
 		return err
 	}
 	if c.workers < 1 {
 		return usageErr("--workers %d: need at least 1", c.workers)
+	}
+	if err := c.w.resolveGPUs(ctx, log); err != nil {
+		return err
+	}
+	if n := len(c.w.gpuIDs); n > 0 && c.workers > n {
+		return usageErr("--workers %d is more than the %d GPUs: every local worker needs a GPU", c.workers, n)
 	}
 	if c.workers > c.w.slots {
 		return usageErr("--workers %d is more than --slots %d: every worker needs a slot", c.workers, c.w.slots)
@@ -105,6 +112,26 @@ func slotsOf(slots, workers, i int) int {
 	return n
 }
 
+// workerSlots are the slot and GPU flags of local worker i: the GPUs are
+// dealt out among the workers, and the slots follow them unless --slots
+// was given.
+func (c *runCmd) workerSlots(i int) []string {
+	ids := c.w.gpuIDs
+	if len(ids) == 0 {
+		return []string{"--gpus", "none", "--slots", strconv.Itoa(slotsOf(c.w.slots, c.workers, i))}
+	}
+	var mine []string
+	for j := i; j < len(ids); j += c.workers {
+		mine = append(mine, ids[j])
+	}
+	slots := len(mine) * c.w.slotsPerGPU
+	if c.w.slotsSet {
+		slots = slotsOf(c.w.slots, c.workers, i)
+	}
+	return []string{"--gpus", strings.Join(mine, ","), "--slots-per-gpu", strconv.Itoa(c.w.slotsPerGPU),
+		"--slots", strconv.Itoa(slots)}
+}
+
 // workerProcs are run's child worker processes.
 type workerProcs struct {
 	cmds []*exec.Cmd
@@ -119,8 +146,9 @@ func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerP
 	}
 	p := &workerProcs{done: make(chan struct{})}
 	for i := range c.workers {
-		args := append([]string{"worker", "--nats", url, "--run", run, "--id", "w" + strconv.Itoa(i+1),
-			"--slots", strconv.Itoa(slotsOf(c.w.slots, c.workers, i))}, c.w.args()...)
+		args := append([]string{"worker", "--nats", url, "--run", run, "--id", "w" + strconv.Itoa(i+1)},
+			c.workerSlots(i)...)
+		args = append(args, c.w.args()...)
 		cmd := exec.Command(exe, append(args, c.l.args()...)...)
 		cmd.Stdout, cmd.Stderr = c.env.Stderr, c.env.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -28,7 +28,7 @@ const DrainTimeoutDefault = 5 * time.Minute
 
 func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
-	c.w.register(fs, 1)
+	c.w.register(fs, 1, "auto")
 	c.l.register(fs)
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
@@ -42,6 +42,9 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	}
 	log, err := c.l.logger(c.env.Stderr)
 	if err != nil {
+		return err
+	}
+	if err := c.w.resolveGPUs(ctx, log); err != nil {
 		return err
 	}
 	return c.serve(ctx, log)
@@ -65,7 +68,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	hard, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := worker.New(s.js, worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
-		EvalTimeout: c.w.evalTimeout, Logger: log})
+		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Logger: log})
 	if err != nil {
 		return usageErr("%v", err)
 	}
