@@ -54,6 +54,15 @@ type Config struct {
 	// EvalTimeout bounds one evaluation; past it the result is a timeout.
 	// Defaults to 0, no limit.
 	EvalTimeout time.Duration
+	// Deadline is when the allocation ends (zero: never). The worker takes
+	// no design it cannot finish by Deadline - WalltimeMargin and hands
+	// back what still runs then.
+	Deadline time.Time
+	// WalltimeMargin defaults to WalltimeMarginDefault.
+	WalltimeMargin time.Duration
+	// MinEvalTime is the least time an evaluation is expected to take,
+	// before there are measurements. Defaults to 0.
+	MinEvalTime time.Duration
 	// Heartbeat is the presence period. Defaults to HeartbeatDefault.
 	Heartbeat time.Duration
 	// FetchWait is how long one pull request waits for a design before it
@@ -84,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FetchWait <= 0 {
 		c.FetchWait = FetchWaitDefault
+	}
+	if c.WalltimeMargin <= 0 {
+		c.WalltimeMargin = WalltimeMarginDefault
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
@@ -136,11 +148,12 @@ type Worker struct {
 	log  logrus.FieldLogger
 	cons jetstream.Consumer
 
-	ackWait time.Duration
-	space   *space.Space // the run's search space, when the run publishes it
-	busy    atomic.Int64
-	done    atomic.Int64
-	started time.Time
+	ackWait   time.Duration
+	evalTimes durations
+	space     *space.Space // the run's search space, when the run publishes it
+	busy      atomic.Int64
+	done      atomic.Int64
+	started   time.Time
 
 	fetchCtx    context.Context // cancelled by Stop: no new designs
 	fetchCancel context.CancelFunc
@@ -192,9 +205,10 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.slots.Add(1)
 		go w.slot(i)
 	}
-	w.bg.Add(2)
+	w.bg.Add(3)
 	go w.presence()
 	go w.watchRun()
+	go w.watchWalltime()
 	go w.closeWhenDone()
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 )
 
 // Version is the evoq version, set at build time with -ldflags.
@@ -22,9 +23,11 @@ type command interface {
 	Run(ctx context.Context, args []string) error
 }
 
-// Env is what a subcommand writes to.
+// Env is what a subcommand writes to, and its second-signal context.
 type Env struct {
 	Stdout, Stderr io.Writer
+	// Force is cancelled by a second SIGINT or SIGTERM: stop at once.
+	Force context.Context
 }
 
 type entry struct {
@@ -53,8 +56,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	ctx, stop := signalContext(ctx, stderr)
+	ctx, force, stop := signalContext(ctx, stderr)
 	defer stop()
+	env.Force = force
 	err := e.make(env).Run(ctx, args[1:])
 	switch {
 	case err == nil:
@@ -91,9 +95,11 @@ func usage(w io.Writer) {
 }
 
 // signalContext is cancelled on the first SIGINT or SIGTERM, which asks for
-// a drain; a second one exits at once.
-func signalContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+// a drain; the second cancels force, which stops at once. A command that
+// has not returned ForceGrace after that is ended.
+func signalContext(parent context.Context, stderr io.Writer) (ctx, force context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(parent)
+	force, forceCancel := context.WithCancel(parent)
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -104,17 +110,21 @@ func signalContext(parent context.Context, stderr io.Writer) (context.Context, f
 		case <-ctx.Done():
 			return
 		}
-		s := <-ch
-		fmt.Fprintf(stderr, "evoq: %s again: stopping now\n", s)
-		forceExit()
+		select {
+		case s := <-ch:
+			fmt.Fprintf(stderr, "evoq: %s again: stopping now\n", s)
+			forceCancel()
+		case <-force.Done():
+			return
+		}
+		time.Sleep(ForceGrace)
+		os.Exit(130)
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	return ctx, force, func() { signal.Stop(ch); cancel(); forceCancel() }
 }
 
-// forceExit ends the process on a second signal; children in the same
-// process group get the signal from the terminal too, and run's workers
-// die with their parent (Pdeathsig).
-var forceExit = func() { os.Exit(130) }
+// ForceGrace is how long a command has to stop after the second signal.
+const ForceGrace = 10 * time.Second
 
 type versionCmd struct{ env Env }
 

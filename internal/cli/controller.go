@@ -75,7 +75,7 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 		return usageErr("%v", err)
 	}
 	sum, err := ctl.Run(ctx)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && sum == nil {
 		s := ctl.Summary()
 		return fmt.Errorf("interrupted after %d of %d evaluations; the run is kept: start the controller again with --run %s on the same store to continue it",
 			s.Evaluations, cfg.Budget, cfg.Run)

@@ -253,6 +253,9 @@ type workerFlags struct {
 	evalTimeout            time.Duration
 	slotsSet               bool     // --slots given explicitly
 	gpuIDs                 []string // resolved by resolveGPUs
+	walltime, minEval      time.Duration
+	walltimeMargin         time.Duration
+	deadline               time.Time // resolved by resolveDeadline
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault string) {
@@ -264,6 +267,37 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
 	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
 	fs.DurationVar(&w.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
+	fs.DurationVar(&w.walltime, "walltime", 0, "time this worker may run (0: from SLURM_JOB_END_TIME or PBS_WALLTIME, else unlimited)")
+	fs.DurationVar(&w.minEval, "min-eval-time", 0, "typical evaluation time before any is measured, for the walltime check")
+	fs.DurationVar(&w.walltimeMargin, "walltime-margin", worker.WalltimeMarginDefault, "leave this long before the walltime ends, handing back unfinished designs")
+}
+
+// resolveDeadline sets the worker's deadline from --walltime or the batch
+// system's environment.
+func (w *workerFlags) resolveDeadline(log logrus.FieldLogger) error {
+	if w.walltime < 0 || w.minEval < 0 || w.walltimeMargin <= 0 {
+		return usageErr("--walltime, --min-eval-time and --walltime-margin must not be negative (margin > 0)")
+	}
+	now := time.Now()
+	src := "--walltime"
+	if w.walltime > 0 {
+		w.deadline = now.Add(w.walltime)
+	} else {
+		var err error
+		if w.deadline, src, err = worker.BatchDeadline(os.Getenv, now); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	if w.deadline.IsZero() {
+		return nil
+	}
+	left := time.Until(w.deadline)
+	if left <= w.walltimeMargin {
+		return usageErr("walltime from %s ends in %s, within --walltime-margin %s: no time to evaluate anything", src, left.Round(time.Second), w.walltimeMargin)
+	}
+	log.WithFields(logrus.Fields{"from": src, "ends": w.deadline.Format(time.RFC3339), "left": left.Round(time.Second),
+		"margin": w.walltimeMargin}).Info("walltime")
+	return nil
 }
 
 func (w *workerFlags) validate(fs *flag.FlagSet) error {
@@ -312,6 +346,10 @@ func (w *workerFlags) args() []string {
 		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
 	if w.evalCmd != "" {
 		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
+	}
+	a = append(a, "--min-eval-time", w.minEval.String(), "--walltime-margin", w.walltimeMargin.String())
+	if w.walltime > 0 {
+		a = append(a, "--walltime", w.walltime.String())
 	}
 	return a
 }

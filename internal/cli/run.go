@@ -89,7 +89,17 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err != nil {
 		return err
 	}
-	err = runController(ctx, s, cfg, c.env, c.jsonOut)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-procs.done: // every local worker left (walltime, crash): nothing would evaluate
+			log.Error("every local worker has exited; stopping the controller")
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	err = runController(cctx, s, cfg, c.env, c.jsonOut)
 	if err != nil {
 		procs.signal(syscall.SIGTERM) // the run is not done: workers would wait for it
 	}

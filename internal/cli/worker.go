@@ -47,6 +47,9 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.w.resolveGPUs(ctx, log); err != nil {
 		return err
 	}
+	if err := c.w.resolveDeadline(log); err != nil {
+		return err
+	}
 	return c.serve(ctx, log)
 }
 
@@ -68,7 +71,8 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	hard, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := worker.New(s.js, worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
-		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Logger: log})
+		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
+		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log})
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -98,10 +102,10 @@ func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.Field
 		return nil
 	case <-ctx.Done():
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), c.drainTimeout)
+	dctx, cancel := context.WithTimeout(c.env.Force, c.drainTimeout)
 	defer cancel()
 	if err := w.Stop(dctx); err != nil {
-		log.WithError(err).Warn("drain timed out; unfinished designs were handed back")
+		log.WithError(err).Warn("drain ended early; unfinished designs were handed back")
 	}
 	return nil
 }
