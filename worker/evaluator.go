@@ -31,6 +31,10 @@ type Outcome struct {
 	Fitness float64
 	Metrics map[string]any
 	Error   string
+	// HandBack asks for the design to be redelivered rather than given a
+	// result: the evaluator failed, not the design (a persistent evaluator
+	// process died). The redelivery limit still applies.
+	HandBack bool
 }
 
 // Evaluator evaluates one design. It must return when ctx is done.

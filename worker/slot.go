@@ -84,9 +84,15 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	defer w.busy.Add(-1)
 	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
 	defer stopProgress()
-	res := w.evaluate(s, d, attempt, start)
+	res, handBack := w.evaluate(s, d, attempt, start)
 	if w.evalCtx.Err() != nil {
 		_ = msg.Nak() // hard stop: hand the design back unevaluated
+		return
+	}
+	if handBack {
+		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithField("error", clip(res.Error, 300)).
+			Warn("evaluator failed; design handed back for another try")
+		_ = msg.Nak()
 		return
 	}
 	if !w.store(s, res) {
@@ -138,8 +144,9 @@ func (w *Worker) reject(s *slotState, msg jetstream.Msg, d *schema.Design, err e
 
 // evaluate runs the evaluator and builds the result. A panicking evaluator
 // becomes an error result.
-func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start time.Time) *schema.Result {
-	return w.result(s, d, attempt, start, w.runEvaluator(d, s.index, attempt))
+func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start time.Time) (*schema.Result, bool) {
+	out := w.runEvaluator(d, s.index, attempt)
+	return w.result(s, d, attempt, start, out), out.HandBack
 }
 
 // result builds the result of design d from an outcome.
@@ -165,6 +172,9 @@ func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int) (out Outcome)
 		}
 	}()
 	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt, GPU: w.gpu(slot)})
+	if out.HandBack {
+		return out
+	}
 	if !out.Status.Valid() || out.Status == schema.StatusLost {
 		out = Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
 			Error: fmt.Sprintf("evaluator returned status %q", out.Status)}

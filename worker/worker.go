@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -312,6 +313,9 @@ func (w *Worker) closeWhenDone() {
 	w.slots.Wait()
 	w.fetchCancel()
 	close(w.slotsDone)
+	if c, ok := w.cfg.Evaluator.(io.Closer); ok {
+		_ = c.Close()
+	}
 	w.bg.Wait()
 	w.evalCancel()
 	close(w.doneCh)

@@ -253,6 +253,7 @@ type workerFlags struct {
 	evalTimeout            time.Duration
 	slotsSet               bool     // --slots given explicitly
 	gpuIDs                 []string // resolved by resolveGPUs
+	persistent             bool
 	walltime, minEval      time.Duration
 	walltimeMargin         time.Duration
 	deadline               time.Time // resolved by resolveDeadline
@@ -263,6 +264,7 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.IntVar(&w.slotsPerGPU, "slots-per-gpu", 1, "slots sharing each GPU")
 	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim or noop (ignored with --eval-cmd)")
 	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
+	fs.BoolVar(&w.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
 	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
 	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
@@ -326,6 +328,12 @@ func (w *workerFlags) validate(fs *flag.FlagSet) error {
 
 // build returns the evaluator the flags name.
 func (w *workerFlags) build() (worker.Evaluator, error) {
+	if w.persistent && w.evalCmd == "" {
+		return nil, usageErr("--persistent needs --eval-cmd")
+	}
+	if w.evalCmd != "" && w.persistent {
+		return &worker.Persistent{Cmd: w.evalCmd}, nil
+	}
 	if w.evalCmd != "" {
 		return worker.Command{Cmd: w.evalCmd}, nil
 	}
@@ -346,6 +354,9 @@ func (w *workerFlags) args() []string {
 		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
 	if w.evalCmd != "" {
 		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
+	}
+	if w.persistent {
+		a = append(a, "--persistent")
 	}
 	a = append(a, "--min-eval-time", w.minEval.String(), "--walltime-margin", w.walltimeMargin.String())
 	if w.walltime > 0 {

@@ -1,0 +1,274 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// MaxLine is the longest stdout line a persistent evaluator may print.
+const MaxLine = 4 << 20
+
+// Persistent runs one long-lived evaluator process per slot (`sh -c Cmd`),
+// so that heavy imports such as PyTorch happen once, not per design. For
+// each design it writes one JSON line to the process's stdin — the design
+// as the one-shot evaluator gets it, plus "attempt" — and reads stdout
+// until a line that is a result object: {"fitness": x, "metrics": {...}},
+// {"infeasible": "reason"} or {"error": "reason"}. Other lines are the
+// evaluator's own output. If the process dies, the design is handed back
+// for another try and the next design starts a fresh process; a timeout
+// kills the process group and records a timeout.
+type Persistent struct {
+	Cmd string
+	// Env is added to the evaluator's environment (KEY=VALUE).
+	Env []string
+
+	mu    sync.Mutex
+	procs map[int]*evalProc
+}
+
+// evalProc is one slot's running evaluator.
+type evalProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // stdout, line by line; closed at EOF
+	stderr *tail
+	outs   *outputs
+	quit   chan struct{} // closed when the process is dropped
+	once   sync.Once
+}
+
+// Name implements Evaluator.
+func (p *Persistent) Name() string { return "persistent" }
+
+// Evaluate implements Evaluator.
+func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
+	proc, err := p.proc(t)
+	if err != nil {
+		return Failed(ctx, err)
+	}
+	line, err := json.Marshal(struct {
+		*schema.Design
+		Attempt int `json:"attempt"`
+	}{t.Design, t.Attempt})
+	if err != nil {
+		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
+	}
+	discard(proc.lines) // output left over from the last design
+	if _, err := proc.stdin.Write(append(line, '\n')); err != nil {
+		return p.died(t.Slot, proc, "its stdin is closed")
+	}
+	return p.await(ctx, t.Slot, proc)
+}
+
+// await reads the process's output until a result line, its death or ctx.
+func (p *Persistent) await(ctx context.Context, slot int, proc *evalProc) Outcome {
+	for {
+		select {
+		case l, ok := <-proc.lines:
+			if !ok {
+				return p.died(slot, proc, "it exited")
+			}
+			if out, ok := resultLine(l); ok {
+				return out
+			}
+		case <-ctx.Done():
+			p.drop(slot, proc)
+			o := Failed(ctx, ctx.Err())
+			o.Error = appendTail(o.Error, proc.stderr.String())
+			return o
+		}
+	}
+}
+
+// discard drops the lines already waiting.
+func discard(lines chan string) {
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// resultLine parses a result object; any other line is output.
+func resultLine(l string) (Outcome, bool) {
+	var probe map[string]json.RawMessage
+	if !strings.HasPrefix(strings.TrimSpace(l), "{") || json.Unmarshal([]byte(l), &probe) != nil {
+		return Outcome{}, false
+	}
+	if e, ok := probe["error"]; ok {
+		var msg string
+		if json.Unmarshal(e, &msg) != nil {
+			msg = string(e)
+		}
+		return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Error: msg}, true
+	}
+	_, fit := probe["fitness"]
+	_, inf := probe["infeasible"]
+	if !fit && !inf {
+		return Outcome{}, false
+	}
+	return ParseOutput(l), true
+}
+
+// died hands the design back: the process is gone, the design may be fine.
+func (p *Persistent) died(slot int, proc *evalProc, why string) Outcome {
+	p.drop(slot, proc)
+	state := "no exit status"
+	if ps := proc.cmd.ProcessState; ps != nil {
+		state = ps.String()
+	}
+	return Outcome{HandBack: true, Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), proc.stderr.String())}
+}
+
+// proc returns the slot's process, starting one if there is none.
+func (p *Persistent) proc(t Task) (*evalProc, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.procs == nil {
+		p.procs = map[int]*evalProc{}
+	}
+	if pr, ok := p.procs[t.Slot]; ok {
+		return pr, nil
+	}
+	pr, err := p.start(t)
+	if err != nil {
+		return nil, err
+	}
+	p.procs[t.Slot] = pr
+	return pr, nil
+}
+
+func (p *Persistent) start(t Task) (*evalProc, error) {
+	cmd := exec.Command("/bin/sh", "-c", p.Cmd)
+	cmd.Env = append(append(os.Environ(), p.Env...), "EVOQ_RUN="+t.Design.Run, "EVOQ_SLOT="+strconv.Itoa(t.Slot),
+		"EVOQ_WORKER="+t.Worker, "EVOQ_PERSISTENT=1")
+	cmd.Env = append(cmd.Env, GPUEnv(t.GPU)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("persistent evaluator: %w", err)
+	}
+	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), stderr: newTail(StderrKeep), quit: make(chan struct{})}
+	lw := &lineWriter{lines: pr.lines, quit: pr.quit}
+	if pr.outs, err = attachOutputs(cmd, lw, pr.stderr); err != nil {
+		return nil, err
+	}
+	err = cmd.Start()
+	pr.outs.started()
+	if err != nil {
+		pr.outs.wait()
+		return nil, fmt.Errorf("start %q: %w", p.Cmd, err)
+	}
+	go func() { _ = cmd.Wait(); killGroup(cmd, syscall.SIGKILL); pr.outs.wait(); lw.close() }()
+	return pr, nil
+}
+
+// drop kills a slot's process and forgets it.
+func (p *Persistent) drop(slot int, proc *evalProc) {
+	p.mu.Lock()
+	if p.procs[slot] == proc {
+		delete(p.procs, slot)
+	}
+	p.mu.Unlock()
+	proc.once.Do(func() { close(proc.quit) })
+	killGroup(proc.cmd, syscall.SIGKILL)
+}
+
+// Close ends every evaluator process: stdin is closed (EOF asks it to
+// exit), and after KillGrace its process group is killed.
+func (p *Persistent) Close() error {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = nil
+	p.mu.Unlock()
+	for _, pr := range procs {
+		pr.stdin.Close()
+	}
+	deadline := time.After(KillGrace)
+	for _, pr := range procs {
+		select {
+		case <-drained(pr.lines):
+		case <-deadline:
+		}
+		pr.once.Do(func() { close(pr.quit) })
+		killGroup(pr.cmd, syscall.SIGKILL)
+	}
+	return nil
+}
+
+// drained is closed when lines is closed, discarding what is left.
+func drained(lines chan string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for range lines {
+		}
+		close(done)
+	}()
+	return done
+}
+
+// lineWriter splits what it is written into lines for a channel; a line
+// longer than MaxLine is cut.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   []byte
+	lines chan string
+	quit  <-chan struct{} // nobody reads any more: drop lines
+	shut  bool
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.send(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > MaxLine {
+		w.send(string(w.buf[:MaxLine]))
+		w.buf = w.buf[:0]
+	}
+	return len(b), nil
+}
+
+func (w *lineWriter) send(l string) {
+	if w.shut {
+		return
+	}
+	select {
+	case w.lines <- strings.TrimRight(l, "\r"):
+	case <-w.quit:
+	}
+}
+
+func (w *lineWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.send(string(w.buf))
+	}
+	w.shut = true
+	close(w.lines)
+}
