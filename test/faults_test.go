@@ -175,7 +175,7 @@ func TestLongEvaluationNotRedelivered(t *testing.T) {
 		"--ack-wait", "3s", "--json")
 	slow := background(t, "worker", "--nats", url, "--run", run, "--slots", "4", "--eval-cmd", `sleep 7; echo '{"fitness": 1}'`)
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(slow.stderr.String(), "worker joined run") })
-	time.Sleep(time.Second) // the slow worker's slots hold all four designs
+	time.Sleep(time.Second)                                                                     // the slow worker's slots hold all four designs
 	background(t, "worker", "--nats", url, "--run", run, "--slots", "4", "--evaluator", "noop") // would take any redelivery
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))

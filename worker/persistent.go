@@ -106,10 +106,20 @@ func discard(lines chan string) {
 	}
 }
 
-// resultLine parses a result object; any other line is output.
+// resultLine parses a result object; any other line is output. A line
+// that means to be a result (an object naming fitness, infeasible or
+// error) but is not valid JSON — NaN from Python's json.dumps, say — is
+// an error result quoting it, not output to wait past.
 func resultLine(l string) (Outcome, bool) {
+	t := strings.TrimSpace(l)
+	if !strings.HasPrefix(t, "{") {
+		return Outcome{}, false
+	}
 	var probe map[string]json.RawMessage
-	if !strings.HasPrefix(strings.TrimSpace(l), "{") || json.Unmarshal([]byte(l), &probe) != nil {
+	if json.Unmarshal([]byte(t), &probe) != nil {
+		if looksLikeResult(t) {
+			return ParseOutput(t), true
+		}
 		return Outcome{}, false
 	}
 	if e, ok := probe["error"]; ok {
@@ -125,6 +135,15 @@ func resultLine(l string) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	return ParseOutput(l), true
+}
+
+func looksLikeResult(l string) bool {
+	for _, k := range []string{`"fitness"`, `"infeasible"`, `"error"`} {
+		if strings.Contains(l, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // died hands the design back: the process is gone, the design may be fine.
