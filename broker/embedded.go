@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,10 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives the server's log. Defaults to logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// OnStoreError is called once when the server reports that it cannot
+	// write its store (disk full, I/O error); from then on it stops
+	// answering writes. Defaults to nothing.
+	OnStoreError func(msg string)
 }
 
 func (c Config) withDefaults() Config {
@@ -103,7 +108,7 @@ func Start(cfg Config) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}
-	slog := &serverLog{log: cfg.Logger.WithField("component", "broker")}
+	slog := &serverLog{log: cfg.Logger.WithField("component", "broker"), onStore: cfg.OnStoreError}
 	srv.SetLoggerV2(slog, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(cfg.StartTimeout) {
@@ -208,9 +213,22 @@ func (e *Embedded) WaitForShutdown(ctx context.Context) error {
 // serverLog adapts the nats-server logger to logrus and keeps the last
 // error, so that a failed start can say why.
 type serverLog struct {
-	log  logrus.FieldLogger
-	mu   sync.Mutex
-	last string
+	log     logrus.FieldLogger
+	mu      sync.Mutex
+	last    string
+	onStore func(string)
+	once    sync.Once
+}
+
+// storeFailure reports whether a server error says the store cannot be
+// written.
+func storeFailure(msg string) bool {
+	for _, s := range []string{"no space left on device", "Critical write error", "disk quota exceeded", "read-only file system"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *serverLog) keep(msg string) {
@@ -234,8 +252,12 @@ func (l *serverLog) Debugf(format string, v ...any)  {}
 func (l *serverLog) Tracef(format string, v ...any)  {}
 
 func (l *serverLog) Errorf(format string, v ...any) {
-	l.keep(fmt.Sprintf(format, v...))
-	l.log.Errorf(format, v...)
+	msg := fmt.Sprintf(format, v...)
+	l.keep(msg)
+	l.log.Error(msg)
+	if l.onStore != nil && storeFailure(msg) {
+		l.once.Do(func() { go l.onStore(msg) })
+	}
 }
 
 func (l *serverLog) Fatalf(format string, v ...any) {

@@ -45,6 +45,7 @@ type Controller struct {
 	results  chan resultMsg
 	presence chan presenceEvent
 	lost     chan uint64
+	alerts   chan string
 	lastLog  time.Time
 }
 
@@ -63,6 +64,7 @@ func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
 		results:  make(chan resultMsg, 4096),
 		presence: make(chan presenceEvent, 1024),
 		lost:     make(chan uint64, 64),
+		alerts:   make(chan string, 1),
 	}, nil
 }
 

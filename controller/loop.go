@@ -131,6 +131,8 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		if err := c.recordLost(ctx, seq); err != nil {
 			c.log.WithError(err).Error("recording a lost design failed")
 		}
+	case a := <-c.alerts:
+		return fmt.Errorf("%w: a worker reports that its result was refused (%s)", ErrStoreFull, a)
 	case <-tick:
 		c.progress(false)
 		c.sweepIfQuiet(ctx)

@@ -36,7 +36,29 @@ func (c *Controller) startWatches(ctx context.Context) error {
 	if err := c.watchPresence(ctx); err != nil {
 		return err
 	}
+	if err := c.watchAlerts(ctx); err != nil {
+		return err
+	}
 	return c.watchLost(ctx)
+}
+
+// watchAlerts listens for workers' alerts: a worker whose result the
+// broker refuses for lack of room says so, since the controller may have
+// nothing to publish and would never find out itself.
+func (c *Controller) watchAlerts(ctx context.Context) error {
+	sub, err := c.js.Conn().Subscribe(schema.AlertSubject(c.cfg.Run), func(m *nats.Msg) {
+		if strings.HasPrefix(string(m.Data), schema.AlertStoreFull) {
+			select {
+			case c.alerts <- string(m.Data):
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to alerts: %w", err)
+	}
+	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
+	return nil
 }
 
 func (c *Controller) consumeResults(ctx context.Context) error {

@@ -16,6 +16,7 @@ const (
 	PresenceBucket = "evoq_presence" // key: run.worker
 	RunBucket      = "evoq_runs"     // key: run
 	ConsumerPrefix = "evoq-workers-" // + run ID: the durable pull consumer of a run
+	AlertPrefix    = "evoq.alert."   // + run ID: plain NATS alerts from workers, not stored
 )
 
 // MaxTokenLen bounds run and worker IDs.
@@ -26,6 +27,15 @@ func DesignSubject(run string) string { return DesignPrefix + run }
 
 // ResultSubject is the subject results of run are published on.
 func ResultSubject(run string) string { return ResultPrefix + run }
+
+// AlertSubject is where workers of run raise alerts the controller must
+// act on, such as a full store. Alerts are plain NATS messages: they need
+// no room in the store.
+func AlertSubject(run string) string { return AlertPrefix + run }
+
+// AlertStoreFull is the body of the alert a worker sends when the broker
+// refuses its result for lack of room.
+const AlertStoreFull = "store_full"
 
 // ConsumerName is the durable pull consumer that the workers of run share.
 func ConsumerName(run string) string { return ConsumerPrefix + run }

@@ -441,9 +441,6 @@ func TestStartupFaults(t *testing.T) {
 		limit time.Duration
 		want  []string // in stderr, every one
 		anyOf []string // in stderr, at least one
-		// bug, when set, is a known defect: the case hangs instead of
-		// ending, and is skipped with this report when it does.
-		bug string
 	}{{
 		name: "dir-under-a-file",
 		setup: func(t *testing.T) []string {
@@ -473,11 +470,8 @@ func TestStartupFaults(t *testing.T) {
 			return []string{"run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--evaluator", "noop", "--slots", "2",
 				"--budget", "100000", "--init", "10", "--pool", "5", "--max-store", "1MB"}
 		},
-		limit: 30 * time.Second, // a hang; the fix ends it in seconds
+		limit: 30 * time.Second,
 		want:  []string{"store is full"},
-		bug: "controller.(*Controller).loop: when the store fills on a worker's result publish (results stream over --max-store), " +
-			"the designs in flight are already queued, the controller publishes nothing more and so never meets ErrStoreFull; " +
-			"the workers log 'store is full: holding the result' every 2 s and `evoq run` never ends (want: exit non-zero with 'store is full')",
 	}, {
 		name: "tmpfs-full",
 		setup: func(t *testing.T) []string {
@@ -489,13 +483,9 @@ func TestStartupFaults(t *testing.T) {
 			return []string{"run", "--dir", mnt, "--listen", "127.0.0.1:0", "--evaluator", "noop", "--slots", "2",
 				"--budget", "100000", "--init", "10", "--pool", "5"}
 		},
-		limit: 30 * time.Second, // a hang; the fix ends it in seconds
+		limit: 30 * time.Second,
 		// JetStream's own limit (from the disk's size) may be met first.
 		anyOf: []string{"no space left on device", "store is full"},
-		bug: "a real full disk (ENOSPC, 512 KiB tmpfs): nats-server logs 'Critical write error ... no space left on device' and " +
-			"sends no reply to the publish, so workers retry their results forever ('storing result failed ... context deadline exceeded') " +
-			"and the controller either idles or blocks in controller.(*Controller).confirm on a PubAckFuture that never resolves " +
-			"(no progress lines at all); broker.StoreFull never sees an API error and `evoq run` never ends",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -503,9 +493,6 @@ func TestStartupFaults(t *testing.T) {
 			start := time.Now()
 			r, hung := runWithin(t, tc.limit, args...)
 			if hung {
-				if tc.bug != "" {
-					t.Skipf("bug: %s\nstderr tail:\n%s", tc.bug, tail(r.stderr, 1500))
-				}
 				t.Fatalf("evoq %s: still running after %s\nstderr:\n%s", strings.Join(args, " "), tc.limit, tail(r.stderr, 3000))
 			}
 			if r.code == 0 {

@@ -241,6 +241,7 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		lg := s.log.WithError(err).WithField("design", res.DesignID)
 		if broker.StoreFull(err) {
 			lg.Error("the broker's store is full: holding the result until there is room (free disk or raise --max-store)")
+			_ = w.js.Conn().Publish(schema.AlertSubject(res.Run), []byte(schema.AlertStoreFull+" "+w.cfg.ID))
 		} else {
 			lg.Warn("storing result failed; holding it and retrying")
 		}

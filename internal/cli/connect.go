@@ -11,6 +11,11 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// PublishTimeout bounds the wait for the broker's confirmation of an
+// asynchronous publish; a broker that stops answering (a full disk) is
+// then retried with a warning instead of waited on forever.
+const PublishTimeout = 30 * time.Second
+
 // session is a broker connection, with the embedded broker when there is
 // one.
 type session struct {
@@ -18,14 +23,18 @@ type session struct {
 	embedded *broker.Embedded
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	// storeFailed is closed when the embedded broker cannot write its store.
+	storeFailed chan struct{}
+	storeErr    string
 }
 
 // open starts the embedded broker (unless b.nats is set) and connects.
 func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error) {
-	s := &session{url: b.nats}
+	s := &session{url: b.nats, storeFailed: make(chan struct{})}
 	if b.nats == "" {
 		cfg := b.cfg
 		cfg.Logger = log
+		cfg.OnStoreError = func(msg string) { s.storeErr = msg; close(s.storeFailed) }
 		e, err := broker.Start(cfg)
 		if err != nil {
 			return nil, err
@@ -39,7 +48,7 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 		return nil, err
 	}
 	s.nc = nc
-	if s.js, err = jetstream.New(nc); err != nil {
+	if s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishTimeout)); err != nil {
 		s.close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}

@@ -74,7 +74,21 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.storeFailed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	sum, err := ctl.Run(ctx)
+	select {
+	case <-s.storeFailed:
+		return fmt.Errorf("%w: the embedded broker cannot write its store: %s", controller.ErrStoreFull, s.storeErr)
+	default:
+	}
 	if err != nil && ctx.Err() != nil && sum == nil {
 		s := ctl.Summary()
 		return fmt.Errorf("interrupted after %d of %d evaluations; the run is kept: start the controller again with --run %s on the same store to continue it",
