@@ -73,11 +73,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// SplitListen parses host:port; port 0 or -1 means a free port.
+// SplitListen parses host:port; port 0 or -1 means a free port. The host
+// may be an interface name such as ib0, for its first IPv4 address.
 func SplitListen(listen string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("--listen %q: want host:port: %w", listen, err)
+		return "", 0, fmt.Errorf("--listen %q: want host:port or interface:port: %w", listen, err)
+	}
+	if host, err = resolveHost(host); err != nil {
+		return "", 0, err
 	}
 	port, err := strconv.Atoi(ps)
 	if err != nil || port < -1 || port > 65535 {
@@ -91,9 +95,10 @@ func SplitListen(listen string) (string, int, error) {
 
 // Embedded is a running embedded broker.
 type Embedded struct {
-	srv *server.Server
-	log *serverLog
-	dir string
+	srv  *server.Server
+	log  *serverLog
+	dir  string
+	host string // the listen host, resolved
 }
 
 // Start starts an embedded NATS server with JetStream on cfg.Dir and waits
@@ -119,7 +124,7 @@ func Start(cfg Config) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
 	}
-	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir}, nil
+	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host}, nil
 }
 
 func serverOptions(cfg Config) (*server.Options, error) {
@@ -187,6 +192,15 @@ func (e *Embedded) Server() *server.Server { return e.srv }
 
 // ClientURL is the URL clients on this host connect to.
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// ClientURLs are the URLs clients on other hosts can use.
+func (e *Embedded) ClientURLs() []string {
+	addr, ok := e.srv.Addr().(*net.TCPAddr)
+	if !ok {
+		return []string{e.ClientURL()}
+	}
+	return ClientURLs(e.host, addr.Port)
+}
 
 // Dir is the absolute store directory.
 func (e *Embedded) Dir() string { return e.dir }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +52,35 @@ func TestGPUDetectionAndPinning(t *testing.T) {
 	}
 	if len(gpus) != 6 || len(slotGPU) != 6 {
 		t.Fatalf("%d GPUs over %d slots; want 6 distinct GPUs, one per slot: %v", len(gpus), len(slotGPU), slotGPU)
+	}
+}
+
+// `evoq controller --connect-file` writes the broker's URLs and the run,
+// mode 0600; `evoq worker --connect` needs nothing else. --listen takes an
+// interface name (lo here, ib0 on a cluster).
+func TestConnectFileAndInterfaceListen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "run.json")
+	ctl := background(t, "controller", "--dir", filepath.Join(dir, "store"), "--listen", fmt.Sprintf("lo:%d", freePort(t)),
+		"--connect-file", file, "--run", "cf", "--budget", "30", "--init", "5", "--pool", "3", "--json")
+	waitFor(t, 30*time.Second, func() bool { _, err := os.Stat(file); return err == nil })
+	st, err := os.Stat(file)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("connect file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	data, _ := os.ReadFile(file)
+	if !strings.Contains(string(data), `"run": "cf"`) || !strings.Contains(string(data), "nats://127.0.0.1:") {
+		t.Fatalf("connect file lacks the run or the loopback URL:\n%s", data)
+	}
+	w := background(t, "worker", "--connect", file, "--evaluator", "noop", "--slots", "2")
+	if err := ctl.wait(t, time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	if s := lastJSON(t, ctl.stderr.String()); s.Evaluations != 30 || s.SlotsUsed != 2 {
+		t.Fatalf("evaluations %d slots used %d; want 30 and 2", s.Evaluations, s.SlotsUsed)
+	}
+	if err := w.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("worker: %v", err)
 	}
 }

@@ -10,15 +10,17 @@ import (
 // brokerCmd runs the embedded broker alone, for controllers and workers on
 // other hosts.
 type brokerCmd struct {
-	env Env
-	b   brokerFlags
-	l   logFlags
+	env         Env
+	b           brokerFlags
+	l           logFlags
+	connectFile string
 }
 
 func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("broker", "Runs the embedded NATS JetStream broker alone and declares evoq's streams and buckets.", c.env.Stderr)
 	c.b.register(fs, false)
 	c.l.register(fs)
+	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs here (mode 0600) for controllers and workers")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +38,11 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	defer s.close()
 	if err := broker.Declare(ctx, s.js); err != nil {
 		return err
+	}
+	if c.connectFile != "" {
+		if err := broker.WriteConnectFile(c.connectFile, broker.ConnectFile{URLs: s.urls()}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(c.env.Stdout, s.url)
 	log.WithField("url", s.url).Info("broker serving; SIGTERM or SIGINT stops it")

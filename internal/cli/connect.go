@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -71,6 +72,14 @@ func (s *session) waitConnected(ctx context.Context, log logrus.FieldLogger) err
 		}
 	}
 	return nil
+}
+
+// urls are the URLs other hosts use to reach the broker.
+func (s *session) urls() []string {
+	if s.embedded != nil {
+		return s.embedded.ClientURLs()
+	}
+	return strings.Split(s.url, ",")
 }
 
 func (s *session) close() {

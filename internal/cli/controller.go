@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/sirupsen/logrus"
 )
@@ -12,12 +14,13 @@ import (
 // controllerCmd runs the search controller, with the embedded broker
 // unless --nats names an external one.
 type controllerCmd struct {
-	env       Env
-	s         searchFlags
-	b         brokerFlags
-	l         logFlags
-	jsonOut   bool
-	waitSlots int
+	env         Env
+	s           searchFlags
+	b           brokerFlags
+	l           logFlags
+	jsonOut     bool
+	waitSlots   int
+	connectFile string
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -26,6 +29,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
+	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for `evoq worker --connect`")
 }
 
 func (c *controllerCmd) Run(ctx context.Context, args []string) error {
@@ -50,7 +54,22 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := s.waitConnected(ctx, log); err != nil {
 		return err
 	}
+	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
+		return err
+	}
 	return runController(ctx, s, cfg, c.env, c.jsonOut)
+}
+
+// writeConnectFile writes --connect-file, if given.
+func (c *controllerCmd) writeConnectFile(s *session, run string, log logrus.FieldLogger) error {
+	if c.connectFile == "" {
+		return nil
+	}
+	if err := broker.WriteConnectFile(c.connectFile, broker.ConnectFile{URLs: s.urls(), Run: run}); err != nil {
+		return err
+	}
+	log.WithFields(logrus.Fields{"file": c.connectFile, "urls": strings.Join(s.urls(), ",")}).Info("connect file written")
+	return nil
 }
 
 func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error) {

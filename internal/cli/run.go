@@ -83,6 +83,9 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 		return err
 	}
 	defer s.close()
+	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
+		return err
+	}
 	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": c.evaluatorName()}).Info("starting local workers")
 	procs, err := c.startWorkers(s.url, cfg.Run, log)
 	defer procs.stop(log)

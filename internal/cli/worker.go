@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +21,7 @@ type workerCmd struct {
 	w            workerFlags
 	l            logFlags
 	nats, run    string
+	connect      string
 	drainTimeout time.Duration
 	log          logrus.FieldLogger
 }
@@ -30,7 +34,8 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
 	c.w.register(fs, 1, "auto")
 	c.l.register(fs)
-	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker")
+	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
+	fs.StringVar(&c.connect, "connect", "", "connect file written by `evoq controller --connect-file`: broker URLs and run ID")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
@@ -38,6 +43,9 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := c.w.validate(fs); err != nil {
+		return err
+	}
+	if err := c.readConnect(fs); err != nil {
 		return err
 	}
 	log, err := c.l.logger(c.env.Stderr)
@@ -80,6 +88,25 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	return c.wait(ctx, w, log)
+}
+
+// readConnect takes the broker URLs and the run from --connect.
+func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
+	if c.connect == "" {
+		return nil
+	}
+	if isSet(fs, "nats") {
+		return usageErr("--connect and --nats: give one or the other")
+	}
+	cf, err := broker.ReadConnectFile(c.connect)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	c.nats = strings.Join(cf.URLs, ",")
+	if c.run == "" {
+		c.run = cf.Run
+	}
+	return nil
 }
 
 // start joins the run; the signal context aborts the wait for it.

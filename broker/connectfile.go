@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// ConnectFile is what a controller writes for its workers to find it, like
+// Dask's scheduler file: the broker's URLs and the run. It is written with
+// mode 0600, since it will hold credentials.
+type ConnectFile struct {
+	Version int       `json:"version"`
+	URLs    []string  `json:"urls"`
+	Run     string    `json:"run,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// ErrConnectFile means a connect file is missing, unreadable or invalid.
+var ErrConnectFile = errors.New("invalid connect file")
+
+// WriteConnectFile writes cf to path atomically (a temporary file renamed
+// into place) with mode 0600.
+func WriteConnectFile(path string, cf ConnectFile) error {
+	cf.Version = 1
+	if cf.Created.IsZero() {
+		cf.Created = time.Now().UTC()
+	}
+	data, err := json.MarshalIndent(cf, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".evoq-connect-*")
+	if err != nil {
+		return fmt.Errorf("--connect-file %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--connect-file %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// ReadConnectFile reads and checks a connect file.
+func ReadConnectFile(path string) (ConnectFile, error) {
+	var cf ConnectFile
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cf, fmt.Errorf("%w: --connect %s: %v", ErrConnectFile, path, err)
+	}
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return cf, fmt.Errorf("%w: --connect %s: %v", ErrConnectFile, path, err)
+	}
+	if cf.Version != 1 || len(cf.URLs) == 0 {
+		return cf, fmt.Errorf("%w: --connect %s: want version 1 and at least one URL", ErrConnectFile, path)
+	}
+	return cf, nil
+}
+
+// ClientURLs are the URLs clients on other hosts use to reach a broker
+// listening on host:port: every non-loopback IPv4 address of this host and
+// its name when host is a wildcard, else host itself.
+func ClientURLs(host string, port int) []string {
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		return []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(port))}
+	}
+	var urls []string
+	if name, err := os.Hostname(); err == nil {
+		urls = append(urls, "nats://"+net.JoinHostPort(name, strconv.Itoa(port)))
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+			urls = append(urls, "nats://"+net.JoinHostPort(ip.IP.String(), strconv.Itoa(port)))
+		}
+	}
+	return append(urls, "nats://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+}
+
+// resolveHost turns an interface name (ib0, eth0) into its first IPv4
+// address, as HPC nodes need; other hosts are returned as they are.
+func resolveHost(host string) (string, error) {
+	if host == "" || net.ParseIP(host) != nil {
+		return host, nil
+	}
+	iface, err := net.InterfaceByName(host)
+	if err != nil {
+		return host, nil // a host name, resolved by the listener
+	}
+	addrs, err := iface.Addrs()
+	if err != nil {
+		return "", fmt.Errorf("--listen %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
+			return ip.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("--listen %s: interface has no IPv4 address", host)
+}
