@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -189,4 +190,30 @@ func TestLongEvaluationNotRedelivered(t *testing.T) {
 			t.Errorf("%s: attempt %d, %s; want the 7 s evaluation's first attempt", r.DesignID, r.Attempt, r.Duration())
 		}
 	}
+}
+
+// An evaluator dies with its worker: a SIGKILLed worker leaves no orphan
+// holding a GPU.
+func TestEvaluatorDiesWithWorker(t *testing.T) {
+	t.Parallel()
+	const run = "orphan"
+	_, url := startBroker(t, t.TempDir())
+	background(t, "controller", "--nats", url, "--run", run, "--budget", "2", "--init", "2", "--pool", "1")
+	w := background(t, "worker", "--nats", url, "--run", run, "--slots", "1", "--eval-cmd", "sleep 987.321")
+	waitFor(t, 30*time.Second, func() bool { return len(procsWith("987.321")) > 0 })
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	waitFor(t, 10*time.Second, func() bool { return len(procsWith("987.321")) == 0 })
+}
+
+// procsWith lists the pids whose command line contains s.
+func procsWith(s string) []string {
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), s) {
+			pids = append(pids, d.Name())
+		}
+	}
+	return pids
 }

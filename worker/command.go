@@ -55,10 +55,10 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
 	stdout, stderr := newTail(StdoutKeep), newTail(StderrKeep)
-	cmd := exec.Command("/bin/sh", "-c", c.Cmd)
+	cmd := exec.Command("/bin/sh", "-c", shellCommand(c.Cmd))
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = evaluatorAttr()
 	outs, err := attachOutputs(cmd, stdout, stderr)
 	if err != nil {
 		return Failed(ctx, err)
@@ -126,6 +126,22 @@ func (o *outputs) wait() {
 	for _, r := range o.readers {
 		r.Close()
 	}
+}
+
+// evaluatorAttr puts an evaluator in a process group of its own, killed as
+// a whole on timeout, and kills it if the worker dies (SIGKILL, OOM): an
+// orphaned evaluator would hold its GPU for nothing.
+func evaluatorAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// shellCommand makes sh exec a simple command (no shell syntax), so that
+// the evaluator itself, not a shell, is the worker's child and dies with it.
+func shellCommand(cmd string) string {
+	if strings.ContainsAny(cmd, ";&|<>()$`\\\n'\"*?[]{}~#=") {
+		return cmd
+	}
+	return "exec " + cmd
 }
 
 func taskEnv(t Task) []string {

@@ -175,11 +175,11 @@ func (p *Persistent) proc(t Task) (*evalProc, error) {
 }
 
 func (p *Persistent) start(t Task) (*evalProc, error) {
-	cmd := exec.Command("/bin/sh", "-c", p.Cmd)
+	cmd := exec.Command("/bin/sh", "-c", shellCommand(p.Cmd))
 	cmd.Env = append(append(os.Environ(), p.Env...), "EVOQ_RUN="+t.Design.Run, "EVOQ_SLOT="+strconv.Itoa(t.Slot),
 		"EVOQ_WORKER="+t.Worker, "EVOQ_PERSISTENT=1")
 	cmd.Env = append(cmd.Env, GPUEnv(t.GPU)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = evaluatorAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("persistent evaluator: %w", err)
