@@ -68,7 +68,7 @@ func (l *logFlags) logger(w io.Writer) (*logrus.Logger, error) {
 		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000",
 			DisableColors: !isTerminal(w)})
 	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
 	default:
 		return nil, usageErr("--log-format %q: want text or json", l.format)
 	}
