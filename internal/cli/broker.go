@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/evoq/evoq/broker"
 )
@@ -44,7 +45,7 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintln(c.env.Stdout, s.url)
+	fmt.Fprintln(c.env.Stdout, strings.Join(s.urls(), ","))
 	log.WithField("url", s.url).Info("broker serving; SIGTERM or SIGINT stops it")
 	<-ctx.Done()
 	log.Info("broker stopping")
