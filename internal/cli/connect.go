@@ -84,7 +84,9 @@ func (s *session) urls() []string {
 
 func (s *session) close() {
 	if s.nc != nil {
-		_ = s.nc.Drain()
+		// Flush, so that the last acks and hand-backs (Nak) reach the broker
+		// before the process exits; Close alone may drop them.
+		_ = s.nc.FlushTimeout(2 * time.Second)
 		s.nc.Close()
 	}
 	if s.embedded != nil {
