@@ -66,6 +66,10 @@ type Config struct {
 	// Progress is the period of the progress log line. Defaults to
 	// ProgressDefault.
 	Progress time.Duration
+	// IdleAlarm is how long a slot may idle, while the budget has designs
+	// to hand out, before the controller warns with a diagnosis. Defaults
+	// to IdleAlarmDefault; negative turns the alarm off.
+	IdleAlarm time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to logrus.StandardLogger().
@@ -92,6 +96,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Progress <= 0 {
 		c.Progress = ProgressDefault
+	}
+	if c.IdleAlarm == 0 {
+		c.IdleAlarm = IdleAlarmDefault
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -41,6 +41,8 @@ type Controller struct {
 	lastResult time.Time
 	replayed   int  // results folded before this controller published
 	live       bool // replay is over: results beyond published are foreign
+	idle       idleSince
+	lastAlarm  time.Time
 
 	results  chan resultMsg
 	presence chan presenceEvent
@@ -61,6 +63,7 @@ func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
 		log:      cfg.Logger.WithField("run", cfg.Run),
 		fold:     NewFold(cfg.Init, cfg.Pool, cfg.Replace),
 		slots:    newSlotTracker(),
+		idle:     idleSince{},
 		results:  make(chan resultMsg, 4096),
 		presence: make(chan presenceEvent, 1024),
 		lost:     make(chan uint64, 64),

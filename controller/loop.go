@@ -136,6 +136,7 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 	case <-tick:
 		c.progress(false)
 		c.sweepIfQuiet(ctx)
+		c.idleAlarm(ctx, c.cfg.Now())
 	case <-ctx.Done():
 		return ctx.Err()
 	}

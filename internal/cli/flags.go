@@ -170,7 +170,7 @@ type searchFlags struct {
 	budget, init, pool, tournament  int
 	margin, expectSlots, maxDeliver int
 	seed                            uint64
-	ackWait, progress               time.Duration
+	ackWait, progress, idleAlarm    time.Duration
 }
 
 func (s *searchFlags) register(fs *flag.FlagSet) {
@@ -187,6 +187,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxDeliver, "max-deliver", broker.MaxDeliverDefault, "deliveries of a design before it is recorded as lost")
 	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
 	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
+	fs.DurationVar(&s.idleAlarm, "idle-alarm", controller.IdleAlarmDefault, "warn, with a diagnosis, when slots idle this long while designs remain (0: off)")
 }
 
 // config builds and validates the controller config.
@@ -202,7 +203,10 @@ func (s *searchFlags) config(log logrus.FieldLogger) (controller.Config, error) 
 	cfg := controller.Config{
 		Run: s.run, Space: sp, Budget: s.budget, Init: s.init, Pool: s.pool, Replace: replace,
 		Tournament: min(s.tournament, s.pool), Seed: s.seed, Margin: s.margin, ExpectSlots: s.expectSlots,
-		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Progress: s.progress, Logger: log,
+		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Progress: s.progress, IdleAlarm: s.idleAlarm, Logger: log,
+	}
+	if s.idleAlarm == 0 {
+		cfg.IdleAlarm = -1
 	}
 	if err := s.validate(); err != nil {
 		return cfg, err
@@ -226,6 +230,9 @@ func (s *searchFlags) validate() error {
 	if s.ackWait < 3*worker.HeartbeatDefault {
 		return usageErr("--ack-wait %s: need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered",
 			s.ackWait, 3*worker.HeartbeatDefault)
+	}
+	if s.idleAlarm < 0 {
+		return usageErr("--idle-alarm %s: must be >= 0 (0 turns it off)", s.idleAlarm)
 	}
 	if s.progress < 10*time.Millisecond {
 		return usageErr("--progress %s: want at least 10ms", s.progress)
