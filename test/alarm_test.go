@@ -44,6 +44,7 @@ func TestIdleAlarmNamesTheIncident(t *testing.T) {
 			t.Errorf("alarm lacks %q: %s", want, alarm)
 		}
 	}
+	t.Logf("alarm: %s", alarm)
 	cancel()
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
