@@ -117,34 +117,7 @@ func tail(s string, n int) string {
 // stream order.
 func readResults(t *testing.T, dir, run string) []*schema.Result {
 	t.Helper()
-	b := testutil.StartBrokerDir(t, dir)
-	ctx := testutil.Context(t, 30*time.Second)
-	cons, err := b.JS.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schema.ResultSubject(run)}})
-	if err != nil {
-		t.Fatalf("results consumer: %v", err)
-	}
-	want := subjectCount(t, b.JS, run)
-	var out []*schema.Result
-	for len(out) < want {
-		msgs, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			t.Fatalf("fetch results: %v", err)
-		}
-		n := 0
-		for m := range msgs.Messages() {
-			r, err := schema.DecodeResult(m.Data())
-			if err != nil {
-				t.Fatalf("stored result does not decode: %v", err)
-			}
-			out = append(out, r)
-			n++
-		}
-		if n == 0 {
-			t.Fatalf("read %d of %d results", len(out), want)
-		}
-	}
-	return out
+	return storedResults(t, testutil.StartBrokerDir(t, dir).JS, run)
 }
 
 // subjectCount is the number of stored results of run.

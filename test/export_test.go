@@ -1,0 +1,275 @@
+package test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/schema"
+)
+
+// exportRun is a finished sim search shared by the export and replay tests.
+var exportRun struct {
+	once sync.Once
+	sum  *controller.Summary
+	dir  string
+}
+
+// exportArgs are the search the export and replay tests read back.
+var exportArgs = []string{"--evaluator", "sim", "--sim-mean", "0.01", "--sim-fail", "0.3",
+	"--budget", "80", "--init", "10", "--pool", "5", "--run", "ex"}
+
+// exportSetup runs the shared search once. The store is only read, by
+// one embedded broker at a time.
+func exportSetup(t *testing.T) (*controller.Summary, string) {
+	t.Helper()
+	exportRun.once.Do(func() {
+		exportRun.sum, exportRun.dir = runJSON(&testing.T{}, 60*time.Second, exportArgs...)
+	})
+	if exportRun.sum == nil || exportRun.sum.Evaluations != 80 {
+		t.Fatalf("shared search did not finish: %+v", exportRun.sum)
+	}
+	return exportRun.sum, exportRun.dir
+}
+
+// replayOut is the part of `evoq replay --json` the tests check.
+type replayOut struct {
+	Run         string         `json:"run"`
+	Results     int            `json:"results"`
+	Evaluations int            `json:"evaluations"`
+	Duplicates  int            `json:"duplicates"`
+	Counts      map[string]int `json:"counts"`
+	LastSeq     uint64         `json:"last_seq"`
+	PoolDigest  string         `json:"pool_digest"`
+	Pool        []struct {
+		DesignID string  `json:"design_id"`
+		Fitness  float64 `json:"fitness"`
+	} `json:"pool"`
+	Malformed []uint64 `json:"malformed"`
+	Integrity string   `json:"integrity"`
+}
+
+func readCSVRows(t *testing.T, out string) ([]string, []map[string]string) {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("export is not CSV: %v\n%s", err, tail(out, 2000))
+	}
+	var rows []map[string]string
+	for _, rec := range recs[1:] {
+		row := map[string]string{}
+		for i, c := range recs[0] {
+			row[c] = rec[i]
+		}
+		rows = append(rows, row)
+	}
+	return recs[0], rows
+}
+
+func TestExportCSV(t *testing.T) {
+	sum, dir := exportSetup(t)
+	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "csv")
+	if r.code != 0 {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	header, rows := readCSVRows(t, r.stdout)
+	for _, c := range []string{"seq", "design_id", "counted", "status", "fitness", "attempt", "worker", "host",
+		"slot", "gpu", "start", "stop", "duration_s", "origin", "parents", "error", "layers", "lr", "epochs"} {
+		if !slices.Contains(header, c) {
+			t.Errorf("header lacks column %q: %v", c, header)
+		}
+	}
+	counted, byStatus, designs := 0, map[string]int{}, map[string]bool{}
+	var last uint64
+	for _, row := range rows {
+		seq, err := strconv.ParseUint(row["seq"], 10, 64)
+		if err != nil || seq <= last {
+			t.Fatalf("seq %q after %d: not increasing", row["seq"], last)
+		}
+		last = seq
+		if row["counted"] == "true" {
+			counted++
+			byStatus[row["status"]]++
+			if designs[row["design_id"]] {
+				t.Errorf("design %s counted twice", row["design_id"])
+			}
+			designs[row["design_id"]] = true
+		}
+		if row["status"] == "ok" && (row["lr"] == "" || !strings.HasPrefix(row["layers"], "[")) {
+			t.Errorf("row %s: parameters not exported: lr %q layers %q", row["seq"], row["lr"], row["layers"])
+		}
+	}
+	if counted != sum.Evaluations || byStatus["ok"] != sum.OK || byStatus["infeasible"] != sum.Infeasible {
+		t.Errorf("counted rows %d (%v), summary %d evaluations (%d ok, %d infeasible)",
+			counted, byStatus, sum.Evaluations, sum.OK, sum.Infeasible)
+	}
+	if !strings.Contains(r.stderr, "0 malformed") {
+		t.Errorf("stderr lacks the malformed count: %s", r.stderr)
+	}
+}
+
+func TestExportJSONL(t *testing.T) {
+	sum, dir := exportSetup(t)
+	out := t.TempDir() + "/results.jsonl"
+	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "jsonl", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(readText(t, out)), "\n")
+	counted := 0
+	for _, l := range lines {
+		var row struct {
+			schema.Result
+			Seq     uint64 `json:"seq"`
+			Counted bool   `json:"counted"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("line is not JSON: %v\n%s", err, l)
+		}
+		if row.Run != "ex" || row.Design.Genome["lr"] == nil {
+			t.Fatalf("line lacks its result: %s", l)
+		}
+		if row.Counted {
+			counted++
+		}
+	}
+	if counted != sum.Evaluations {
+		t.Errorf("counted lines %d, want %d", counted, sum.Evaluations)
+	}
+}
+
+func replayJSON(t *testing.T, want int, args ...string) replayOut {
+	t.Helper()
+	r := evoq(t, 30*time.Second, append([]string{"replay", "--json"}, args...)...)
+	if r.code != want {
+		t.Fatalf("replay %v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, r.code, want, r.stdout, r.stderr)
+	}
+	var out replayOut
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &out); err != nil {
+		t.Fatalf("replay output is not JSON: %v\n%s", err, r.stdout)
+	}
+	return out
+}
+
+func TestReplayMatchesController(t *testing.T) {
+	sum, dir := exportSetup(t)
+	full := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "5")
+	if full.PoolDigest != sum.PoolDigest || full.Integrity != "ok" || full.Evaluations != sum.Evaluations ||
+		full.Counts["ok"] != sum.OK || len(full.Pool) != sum.PoolSize {
+		t.Fatalf("replay %+v\ndoes not match the controller's summary %+v", full, sum)
+	}
+	if sum.BestFitness == nil || full.Pool[0].Fitness != *sum.BestFitness {
+		t.Errorf("pool not best first: %+v, best %v", full.Pool, sum.BestFitness)
+	}
+	half := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "5", "--until", strconv.FormatUint(full.LastSeq/2, 10))
+	if half.Evaluations >= full.Evaluations || half.Results != int(full.LastSeq/2) || half.Integrity != "ok" {
+		t.Errorf("--until %d: %d evaluations from %d results, want fewer than %d", full.LastSeq/2, half.Evaluations, half.Results, full.Evaluations)
+	}
+	other := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "3")
+	if other.PoolDigest == sum.PoolDigest {
+		t.Errorf("--pool 3 gave the run's pool digest %s", other.PoolDigest)
+	}
+}
+
+func TestExportReplayBadInput(t *testing.T) {
+	t.Parallel()
+	missing := t.TempDir() + "/nope"
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"export format", []string{"export", "--format", "xml"}, 2, "--format"},
+		{"export unknown flag", []string{"export", "--bogus"}, 2, "-bogus"},
+		{"export two sources", []string{"export", "--dir", missing, "--nats", "nats://127.0.0.1:1"}, 2, "--dir"},
+		{"replay until", []string{"replay", "--until", "yesterday"}, 2, "--until"},
+		{"replay replace", []string{"replay", "--replace", "best"}, 2, "--replace"},
+		{"replay pool", []string{"replay", "--pool", "0"}, 2, "--pool"},
+		{"export missing store", []string{"export", "--dir", missing}, 1, missing + " does not exist"},
+		{"replay missing store", []string{"replay", "--dir", missing}, 1, missing + " does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := evoq(t, 30*time.Second, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("evoq %v: exit %d, want %d naming %q\nstderr:\n%s", tc.args, r.code, tc.code, tc.want, r.stderr)
+			}
+		})
+	}
+}
+
+// TestExportReplayDuplicateAndMalformed reads a live broker (--nats) whose
+// results stream holds a duplicate result and a malformed message.
+func TestExportReplayDuplicateAndMalformed(t *testing.T) {
+	t.Parallel()
+	sum, dir := runJSON(t, 60*time.Second, exportArgs...)
+	results := readResults(t, dir, "ex") // leaves the store's broker running
+	b := testutil.StartBrokerDir(t, t.TempDir())
+	ctx := testutil.Context(t, 30*time.Second)
+	publish := func(data []byte) {
+		t.Helper()
+		if _, err := b.JS.Publish(ctx, schema.ResultSubject("ex"), data); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	for i, r := range results {
+		data, err := schema.EncodeResult(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(data)
+		if i == 3 {
+			publish(data)                 // a duplicate
+			publish([]byte("not a result")) // malformed
+		}
+	}
+	runState, err := schema.EncodeRun(&schema.Run{V: schema.Version, Run: "ex", Phase: schema.PhaseDone, Budget: 80,
+		Space: "mlp", Created: time.Now(), Updated: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := b.JS.KeyValue(ctx, schema.RunBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ex", runState); err != nil {
+		t.Fatal(err)
+	}
+	url := b.ClientURL()
+
+	r := evoq(t, 30*time.Second, "export", "--nats", url, "--format", "csv")
+	if r.code != 0 {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	_, rows := readCSVRows(t, r.stdout)
+	counted := 0
+	for _, row := range rows {
+		if row["counted"] == "true" {
+			counted++
+		}
+	}
+	if len(rows) != sum.Evaluations+1 || counted != sum.Evaluations {
+		t.Errorf("export: %d rows, %d counted; want %d and %d", len(rows), counted, sum.Evaluations+1, sum.Evaluations)
+	}
+	if !strings.Contains(r.stderr, "skipping malformed result") || !strings.Contains(r.stderr, "1 malformed results skipped") {
+		t.Errorf("export stderr does not report the malformed result:\n%s", r.stderr)
+	}
+
+	rep := replayJSON(t, 1, "--nats", url, "--init", "10", "--pool", "5")
+	if rep.Integrity != "failed" || len(rep.Malformed) != 1 || rep.Duplicates != 1 ||
+		rep.Evaluations != sum.Evaluations || rep.PoolDigest != sum.PoolDigest {
+		t.Errorf("replay: %+v\nwant failed integrity, 1 malformed, 1 duplicate, digest %s", rep, sum.PoolDigest)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(r.stderr)
+	_ = buf
+}
