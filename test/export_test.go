@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,28 +14,21 @@ import (
 	"github.com/evoq/evoq/schema"
 )
 
-// exportRun is a finished sim search shared by the export and replay tests.
-var exportRun struct {
-	once sync.Once
-	sum  *controller.Summary
-	dir  string
-}
-
 // exportArgs are the search the export and replay tests read back.
 var exportArgs = []string{"--evaluator", "sim", "--sim-mean", "0.01", "--sim-fail", "0.3",
 	"--budget", "80", "--init", "10", "--pool", "5", "--run", "ex"}
 
-// exportSetup runs the shared search once. The store is only read, by
-// one embedded broker at a time.
-func exportSetup(t *testing.T) (*controller.Summary, string) {
-	t.Helper()
-	exportRun.once.Do(func() {
-		exportRun.sum, exportRun.dir = runJSON(&testing.T{}, 60*time.Second, exportArgs...)
-	})
-	if exportRun.sum == nil || exportRun.sum.Evaluations != 80 {
-		t.Fatalf("shared search did not finish: %+v", exportRun.sum)
+// TestExportReplay runs one sim search and reads it back. The subtests run
+// one after the other: each starts an embedded broker on the same store.
+func TestExportReplay(t *testing.T) {
+	t.Parallel()
+	sum, dir := runJSON(t, 60*time.Second, exportArgs...)
+	if sum.Evaluations != 80 {
+		t.Fatalf("search: %d evaluations, want 80", sum.Evaluations)
 	}
-	return exportRun.sum, exportRun.dir
+	t.Run("csv", func(t *testing.T) { testExportCSV(t, sum, dir) })
+	t.Run("jsonl", func(t *testing.T) { testExportJSONL(t, sum, dir) })
+	t.Run("replay", func(t *testing.T) { testReplay(t, sum, dir) })
 }
 
 // replayOut is the part of `evoq replay --json` the tests check.
@@ -74,8 +65,7 @@ func readCSVRows(t *testing.T, out string) ([]string, []map[string]string) {
 	return recs[0], rows
 }
 
-func TestExportCSV(t *testing.T) {
-	sum, dir := exportSetup(t)
+func testExportCSV(t *testing.T, sum *controller.Summary, dir string) {
 	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "csv")
 	if r.code != 0 {
 		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
@@ -116,8 +106,7 @@ func TestExportCSV(t *testing.T) {
 	}
 }
 
-func TestExportJSONL(t *testing.T) {
-	sum, dir := exportSetup(t)
+func testExportJSONL(t *testing.T, sum *controller.Summary, dir string) {
 	out := t.TempDir() + "/results.jsonl"
 	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "jsonl", "--out", out)
 	if r.code != 0 {
@@ -159,8 +148,7 @@ func replayJSON(t *testing.T, want int, args ...string) replayOut {
 	return out
 }
 
-func TestReplayMatchesController(t *testing.T) {
-	sum, dir := exportSetup(t)
+func testReplay(t *testing.T, sum *controller.Summary, dir string) {
 	full := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "5")
 	if full.PoolDigest != sum.PoolDigest || full.Integrity != "ok" || full.Evaluations != sum.Evaluations ||
 		full.Counts["ok"] != sum.OK || len(full.Pool) != sum.PoolSize {
@@ -228,7 +216,7 @@ func TestExportReplayDuplicateAndMalformed(t *testing.T) {
 		}
 		publish(data)
 		if i == 3 {
-			publish(data)                 // a duplicate
+			publish(data)                   // a duplicate
 			publish([]byte("not a result")) // malformed
 		}
 	}
@@ -269,7 +257,4 @@ func TestExportReplayDuplicateAndMalformed(t *testing.T) {
 		rep.Evaluations != sum.Evaluations || rep.PoolDigest != sum.PoolDigest {
 		t.Errorf("replay: %+v\nwant failed integrity, 1 malformed, 1 duplicate, digest %s", rep, sum.PoolDigest)
 	}
-	var buf bytes.Buffer
-	buf.WriteString(r.stderr)
-	_ = buf
 }

@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
+)
+
+// sourceFlags choose where export and replay read a run's history.
+type sourceFlags struct {
+	dir, nats, connect, run string
+}
+
+func (s *sourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.dir, "dir", broker.DirDefault, "JetStream store directory of a stopped run (no broker may be using it)")
+	fs.StringVar(&s.nats, "nats", "", "URL of a live broker (instead of --dir)")
+	fs.StringVar(&s.connect, "connect", "", "connect file of a live controller (instead of --dir)")
+	fs.StringVar(&s.run, "run", "", "run ID (default: the connect file's run, else the only run in the store)")
+}
+
+// source checks that one source is named and returns it.
+func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source, error) {
+	src := history.Source{NATS: s.nats, ConnectFile: s.connect}
+	if s.nats != "" && s.connect != "" {
+		return src, usageErr("--nats and --connect: give one or the other")
+	}
+	if isSet(fs, "dir") && (s.nats != "" || s.connect != "") {
+		return src, usageErr("--dir and --nats or --connect: give one source")
+	}
+	if s.nats == "" && s.connect == "" {
+		if s.dir == "" {
+			return src, usageErr("--dir: empty store directory")
+		}
+		src.Dir = s.dir
+	}
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.SetLevel(logrus.ErrorLevel)
+	src.Logger = log
+	return src, nil
+}
+
+// openRun opens the source and picks the run.
+func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history.Reader, history.RunInfo, error) {
+	r, err := history.Open(ctx, src)
+	if err != nil {
+		return nil, history.RunInfo{}, err
+	}
+	ri, err := r.Pick(ctx, s.run)
+	if err == nil && ri.Err != nil {
+		err = fmt.Errorf("run %s: state does not decode: %w", ri.ID, ri.Err)
+	}
+	if err != nil {
+		r.Close()
+		return nil, history.RunInfo{}, err
+	}
+	return r, ri, nil
+}
+
+// exportCmd writes one row per stored result of a run.
+type exportCmd struct {
+	env          Env
+	src          sourceFlags
+	format, out  string
+	warned       int
+	rows, counts int
+}
+
+// exportRow is one stored result.
+type exportRow struct {
+	seq     uint64
+	res     *schema.Result
+	counted bool
+}
+
+func (c *exportCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("export", "Writes one row per stored result of a run, in stream order, as CSV or JSON lines.", c.env.Stderr)
+	c.src.register(fs)
+	fs.StringVar(&c.format, "format", "csv", "output format: csv or jsonl")
+	fs.StringVar(&c.out, "out", "", "output file (default: standard output)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.format != "csv" && c.format != "jsonl" {
+		return usageErr("--format %q: want csv or jsonl", c.format)
+	}
+	src, err := c.src.source(fs, c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	r, ri, err := c.src.openRun(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rows, err := c.read(ctx, r, ri.ID)
+	if err != nil {
+		return err
+	}
+	if err := c.write(ri.Run, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted, %d malformed results skipped\n",
+		ri.ID, len(rows), c.counts, c.warned)
+	return nil
+}
+
+// read collects the run's results; a malformed one is skipped with a
+// warning.
+func (c *exportCmd) read(ctx context.Context, r *history.Reader, run string) ([]exportRow, error) {
+	var rows []exportRow
+	seen := map[uint64]bool{}
+	err := r.Results(ctx, run, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
+		if err != nil {
+			c.warned++
+			fmt.Fprintf(c.env.Stderr, "evoq export: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
+			return nil
+		}
+		row := exportRow{seq: seq, res: res, counted: !seen[res.Design.Seq]}
+		seen[res.Design.Seq] = true
+		if row.counted {
+			c.counts++
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	return rows, err
+}
+
+// write writes the rows to --out or standard output.
+func (c *exportCmd) write(run *schema.Run, rows []exportRow) error {
+	w := c.env.Stdout
+	var f *os.File
+	if c.out != "" {
+		var err error
+		if f, err = os.Create(c.out); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriter(w)
+	var err error
+	if c.format == "csv" {
+		err = writeCSV(bw, run, rows)
+	} else {
+		err = writeJSONL(bw, rows)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil && f != nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("write export: %w", err)
+	}
+	return nil
+}
+
+// fixedColumns are the export's columns before the parameters.
+var fixedColumns = []string{"seq", "design_id", "counted", "status", "fitness", "attempt", "worker", "host",
+	"slot", "gpu", "start", "stop", "duration_s", "origin", "parents", "error"}
+
+func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
+	params := paramColumns(run)
+	metrics := metricColumns(rows)
+	cw := csv.NewWriter(w)
+	header := append([]string(nil), fixedColumns...)
+	for _, p := range params {
+		name := p
+		if isFixed(p) {
+			name = "param." + p
+		}
+		header = append(header, name)
+	}
+	for _, m := range metrics {
+		header = append(header, "metric."+m)
+	}
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, row := range rows {
+		rec := fixedValues(row)
+		for _, p := range params {
+			rec = append(rec, cell(row.res.Design.Genome[p]))
+		}
+		for _, m := range metrics {
+			rec = append(rec, cell(row.res.Metrics[m]))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func isFixed(name string) bool {
+	for _, f := range fixedColumns {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+func fixedValues(row exportRow) []string {
+	r := row.res
+	parents := ""
+	if len(r.Design.Parents) > 0 {
+		parents = cell(r.Design.Parents)
+	}
+	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.counted), string(r.Status),
+		strconv.FormatFloat(r.Fitness, 'g', -1, 64), strconv.Itoa(r.Attempt), r.Worker, r.Host,
+		strconv.Itoa(r.Slot), r.GPU, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
+		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error}
+}
+
+// paramColumns are the run's search-space parameters, or none when its
+// space is not stored or does not parse.
+func paramColumns(run *schema.Run) []string {
+	if run == nil || len(run.SpaceYAML) == 0 {
+		return nil
+	}
+	sp, err := space.Parse(run.SpaceYAML)
+	if err != nil {
+		return nil
+	}
+	return sp.Columns()
+}
+
+// metricColumns is the union of the metric names of the rows, sorted.
+func metricColumns(rows []exportRow) []string {
+	set := map[string]struct{}{}
+	for _, row := range rows {
+		for k := range row.res.Metrics {
+			set[k] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cell formats one value: scalars plainly, lists and maps as JSON.
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// writeJSONL writes each result as JSON with its stream sequence and
+// whether it counted.
+func writeJSONL(w io.Writer, rows []exportRow) error {
+	for _, row := range rows {
+		b, err := json.Marshal(row.res)
+		if err != nil {
+			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
+		}
+		if _, err := fmt.Fprintf(w, `{"seq":%d,"counted":%t,%s`+"\n", row.seq, row.counted, b[1:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

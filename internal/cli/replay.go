@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/schema"
+)
+
+// errIntegrity means the replayed history failed an integrity check.
+var errIntegrity = errors.New("integrity check failed")
+
+// replayListMax bounds the sequence numbers listed in the text report.
+const replayListMax = 20
+
+// replayCmd rebuilds the controller's fold from a run's results stream and
+// checks the stream's integrity.
+type replayCmd struct {
+	env     Env
+	src     sourceFlags
+	until   string
+	jsonOut bool
+	init    int
+	pool    int
+	replace string
+}
+
+// replayMember is one pool member in the report.
+type replayMember struct {
+	DesignID string         `json:"design_id"`
+	Fitness  float64        `json:"fitness"`
+	Origin   schema.Origin  `json:"origin"`
+	Genome   map[string]any `json:"genome"`
+}
+
+// replayReport is what replay prints; its JSON form is the --json output.
+type replayReport struct {
+	Run         string         `json:"run"`
+	Phase       schema.Phase   `json:"phase"`
+	Budget      int            `json:"budget"`
+	UntilSeq    uint64         `json:"until_seq,omitempty"`
+	UntilTime   *time.Time     `json:"until_time,omitempty"`
+	Results     int            `json:"results"`     // stored results read
+	Evaluations int            `json:"evaluations"` // designs with a terminal result
+	Duplicates  int            `json:"duplicates"`
+	Counts      map[string]int `json:"counts"`
+	LastSeq     uint64         `json:"last_seq"`
+	LastTime    *time.Time     `json:"last_time,omitempty"`
+	MaxDesign   uint64         `json:"max_design_seq"`
+	Missing     []uint64       `json:"missing"`   // design seqs below the highest without a result
+	InFlight    bool           `json:"in_flight"` // missing ones may still be evaluating
+	Malformed   []uint64       `json:"malformed"` // stream sequences that did not decode
+	OutOfOrder  []uint64       `json:"out_of_order"`
+	PoolDigest  string         `json:"pool_digest"`
+	Pool        []replayMember `json:"pool"`
+	Integrity   string         `json:"integrity"` // ok or failed
+	Problems    []string       `json:"problems"`
+	fold        *controller.Fold
+}
+
+func (c *replayCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("replay", "Rebuilds the controller's pool from a run's results stream, up to --until, and checks the stream's integrity.\n"+
+		"--init, --pool and --replace must match the run's (they are not stored with it); compare the pool_digest of the\n"+
+		"controller's progress lines or summary with the one printed here.", c.env.Stderr)
+	c.src.register(fs)
+	fs.StringVar(&c.until, "until", "", "replay up to this stream sequence number, or this time (RFC3339)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
+	fs.IntVar(&c.init, "init", controller.InitDefault, "the run's --init (must match the run's)")
+	fs.IntVar(&c.pool, "pool", controller.PoolDefault, "the run's --pool (must match the run's)")
+	fs.StringVar(&c.replace, "replace", string(controller.ReplaceDefault), "the run's --replace: worst or oldest (must match the run's)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	replace, untilSeq, untilTime, err := c.validate()
+	if err != nil {
+		return err
+	}
+	src, err := c.src.source(fs, c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	r, ri, err := c.src.openRun(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
+		Counts: map[string]int{}, fold: controller.NewFold(c.init, c.pool, replace)}
+	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
+		return err
+	}
+	rep.finish()
+	if err := rep.print(c.env.Stdout, c.jsonOut); err != nil {
+		return err
+	}
+	if rep.Integrity != "ok" {
+		return fmt.Errorf("%w: %s", errIntegrity, strings.Join(rep.Problems, "; "))
+	}
+	return nil
+}
+
+// validate checks the flags and parses --replace and --until.
+func (c *replayCmd) validate() (controller.Replace, uint64, *time.Time, error) {
+	if c.init < 1 {
+		return "", 0, nil, usageErr("--init %d: need at least 1", c.init)
+	}
+	if c.pool < 1 {
+		return "", 0, nil, usageErr("--pool %d: need at least 1", c.pool)
+	}
+	replace, err := controller.ParseReplace(c.replace)
+	if err != nil {
+		return "", 0, nil, usageErr("%v", err)
+	}
+	if c.until == "" {
+		return replace, 0, nil, nil
+	}
+	if n, err := strconv.ParseUint(c.until, 10, 64); err == nil && n > 0 {
+		return replace, n, nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, c.until)
+	if err != nil {
+		return "", 0, nil, usageErr("--until %q: want a stream sequence number (from 1) or an RFC3339 time", c.until)
+	}
+	return replace, 0, &t, nil
+}
+
+// apply folds one stored result in, up to --until.
+func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err error) error {
+	if (rep.UntilSeq > 0 && seq > rep.UntilSeq) || (rep.UntilTime != nil && t.After(*rep.UntilTime)) {
+		return history.ErrStop
+	}
+	rep.Results++
+	if seq <= rep.LastSeq {
+		rep.OutOfOrder = append(rep.OutOfOrder, seq)
+	}
+	rep.LastSeq, rep.LastTime = seq, &t
+	if err != nil {
+		rep.Malformed = append(rep.Malformed, seq)
+		return nil
+	}
+	if !rep.fold.Apply(res) {
+		rep.Duplicates++
+	}
+	return nil
+}
+
+// finish fills in the figures from the fold and gives the verdict.
+func (rep *replayReport) finish() {
+	f := rep.fold
+	rep.Evaluations, rep.MaxDesign, rep.PoolDigest = f.Terminal(), f.MaxSeq(), f.Pool().Digest()
+	for _, s := range schema.Statuses {
+		rep.Counts[string(s)] = f.Count(s)
+	}
+	for s := uint64(1); s <= f.MaxSeq(); s++ {
+		if !f.Has(s) {
+			rep.Missing = append(rep.Missing, s)
+		}
+	}
+	members := append([]controller.Member(nil), f.Pool().Members()...)
+	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
+	for _, m := range members {
+		rep.Pool = append(rep.Pool, replayMember{DesignID: m.Design.ID, Fitness: m.Fitness, Origin: m.Design.Origin, Genome: m.Design.Genome})
+	}
+	// Designs are evaluated out of order: before the run is done, or when
+	// replaying part of it, a gap may be a design still being evaluated.
+	rep.InFlight = rep.Phase != schema.PhaseDone || rep.UntilSeq > 0 || rep.UntilTime != nil
+	rep.verdict()
+}
+
+func (rep *replayReport) verdict() {
+	if n := len(rep.Malformed); n > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d results do not decode (stream sequences %s)", n, seqList(rep.Malformed)))
+	}
+	if n := len(rep.OutOfOrder); n > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d stream sequence numbers do not increase (%s)", n, seqList(rep.OutOfOrder)))
+	}
+	if n := len(rep.Missing); n > 0 && !rep.InFlight {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d designs below %d have no result (design seqs %s)", n, rep.MaxDesign, seqList(rep.Missing)))
+	}
+	rep.Integrity = "ok"
+	if len(rep.Problems) > 0 {
+		rep.Integrity = "failed"
+	}
+	if rep.Problems == nil {
+		rep.Problems = []string{}
+	}
+	for _, p := range []*[]uint64{&rep.Missing, &rep.Malformed, &rep.OutOfOrder} {
+		if *p == nil {
+			*p = []uint64{}
+		}
+	}
+}
+
+// seqList lists up to replayListMax numbers.
+func seqList(seqs []uint64) string {
+	var b strings.Builder
+	for i, s := range seqs {
+		if i == replayListMax {
+			fmt.Fprintf(&b, ", … %d more", len(seqs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatUint(s, 10))
+	}
+	return b.String()
+}
+
+func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
+	if jsonOut {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	upTo := "the whole stream"
+	if rep.LastTime != nil {
+		upTo = fmt.Sprintf("up to stream sequence %d (%s)", rep.LastSeq, rep.LastTime.UTC().Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(w, "run %s (%s, budget %d): %d results read, %s\n", rep.Run, rep.Phase, rep.Budget, rep.Results, upTo)
+	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d duplicate results not counted\n",
+		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Duplicates)
+	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
+	for _, m := range rep.Pool {
+		g, _ := json.Marshal(m.Genome)
+		fmt.Fprintf(w, "  %-24s %12.6g  %s\n", m.DesignID, m.Fitness, g)
+	}
+	if len(rep.Missing) > 0 && rep.InFlight {
+		fmt.Fprintf(w, "in flight at that point (no result yet): design seqs %s\n", seqList(rep.Missing))
+	}
+	if rep.Integrity == "ok" {
+		fmt.Fprintln(w, "integrity: ok")
+		return nil
+	}
+	fmt.Fprintln(w, "integrity: FAILED")
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	return nil
+}

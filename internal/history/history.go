@@ -1,0 +1,320 @@
+// Package history reads a run's history back from JetStream: the runs in
+// the run bucket and the results stream of one run, in stream order. It
+// reads either a stopped store directory, by starting an embedded broker
+// on it, or a live broker.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// FetchWaitDefault bounds the wait for one batch of results.
+const FetchWaitDefault = 5 * time.Second
+
+// fetchBatch is the number of results fetched at once.
+const fetchBatch = 512
+
+// Errors of Open, Runs and Results.
+var (
+	// ErrSource means the source names no store or broker, or more than one.
+	ErrSource = errors.New("history source")
+	// ErrNoStore means the store directory does not exist or holds no
+	// JetStream store.
+	ErrNoStore = errors.New("no evoq store")
+	// ErrNoRun means the store holds no run, or not the one asked for.
+	ErrNoRun = errors.New("no such run")
+	// ErrStop, returned by a Results callback, ends the read early without
+	// an error.
+	ErrStop = errors.New("stop reading results")
+)
+
+// Source says where to read the history from: exactly one of Dir, NATS and
+// ConnectFile.
+type Source struct {
+	// Dir is a JetStream store directory; an embedded broker is started on
+	// it, so no other broker may be using it.
+	Dir string
+	// NATS is the URL of a live broker.
+	NATS string
+	// ConnectFile is a connect file written by a controller.
+	ConnectFile string
+	// Logger receives the embedded broker's warnings. Defaults to a logger
+	// that discards everything.
+	Logger logrus.FieldLogger
+}
+
+// Reader reads runs and results. Close it when done.
+type Reader struct {
+	embedded *broker.Embedded
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	// ConnectRun is the run named in the connect file, if any.
+	ConnectRun string
+}
+
+// Open connects to the source's broker, starting an embedded one on a
+// store directory.
+func Open(ctx context.Context, src Source) (*Reader, error) {
+	if src.Logger == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		src.Logger = l
+	}
+	n := 0
+	for _, s := range []string{src.Dir, src.NATS, src.ConnectFile} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("%w: give exactly one of --dir, --nats and --connect", ErrSource)
+	}
+	r := &Reader{}
+	var url string
+	var opts []nats.Option
+	switch {
+	case src.Dir != "":
+		e, err := startStore(src.Dir, src.Logger)
+		if err != nil {
+			return nil, err
+		}
+		r.embedded, url = e, e.ClientURL()
+		opts = append(opts, nats.InProcessServer(e.Server()))
+	case src.ConnectFile != "":
+		cf, err := broker.ReadConnectFile(src.ConnectFile)
+		if err != nil {
+			return nil, err
+		}
+		url, r.ConnectRun = strings.Join(cf.URLs, ","), cf.Run
+	default:
+		url = src.NATS
+	}
+	if err := r.connect(ctx, url, opts); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// startStore starts an embedded broker on an existing store directory.
+func startStore(dir string, log logrus.FieldLogger) (*broker.Embedded, error) {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: store directory %s does not exist", ErrNoStore, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		return nil, fmt.Errorf("%w: %s holds no JetStream store (no jetstream directory)", ErrNoStore, dir)
+	}
+	e, err := broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s (is a broker or controller still using it? stop it, or read the live broker with --nats or --connect): %w", dir, err)
+	}
+	return e, nil
+}
+
+func (r *Reader) connect(ctx context.Context, url string, opts []nats.Option) error {
+	opts = append(opts, nats.Name("evoq-history"), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", url, err)
+	}
+	r.nc = nc
+	if r.js, err = jetstream.New(nc); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := r.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("jetstream on %s: %w", url, err)
+	}
+	return nil
+}
+
+// Close disconnects and stops the embedded broker, if any.
+func (r *Reader) Close() {
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.embedded != nil {
+		r.embedded.Shutdown()
+	}
+}
+
+// RunInfo is one run of the run bucket.
+type RunInfo struct {
+	ID     string
+	Phase  schema.Phase
+	Budget int
+	// Run is the decoded state, nil when Err is set.
+	Run *schema.Run
+	// Err says why the entry did not decode.
+	Err error
+}
+
+// Runs lists the runs in the run bucket, sorted by ID.
+func (r *Reader) Runs(ctx context.Context) ([]RunInfo, error) {
+	kv, err := r.js.KeyValue(ctx, schema.RunBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var ids []string
+	for k := range keys.Keys() {
+		ids = append(ids, k)
+	}
+	sort.Strings(ids)
+	out := make([]RunInfo, 0, len(ids))
+	for _, id := range ids {
+		info := RunInfo{ID: id}
+		e, err := kv.Get(ctx, id)
+		if err == nil {
+			info.Run, err = schema.DecodeRun(e.Value())
+		}
+		if err != nil {
+			info.Err = err
+		} else {
+			info.Phase, info.Budget = info.Run.Phase, info.Run.Budget
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Pick returns the run named id, or when id is empty the connect file's
+// run or else the only run there is.
+func (r *Reader) Pick(ctx context.Context, id string) (RunInfo, error) {
+	runs, err := r.Runs(ctx)
+	if err != nil {
+		return RunInfo{}, err
+	}
+	if id == "" {
+		id = r.ConnectRun
+	}
+	if id == "" {
+		switch len(runs) {
+		case 0:
+			return RunInfo{}, fmt.Errorf("%w: the store holds no runs", ErrNoRun)
+		case 1:
+			return runs[0], nil
+		}
+		return RunInfo{}, fmt.Errorf("%w: the store holds %d runs, pick one with --run: %s", ErrNoRun, len(runs), ids(runs))
+	}
+	for _, ri := range runs {
+		if ri.ID == id {
+			return ri, nil
+		}
+	}
+	if len(runs) == 0 {
+		return RunInfo{}, fmt.Errorf("%w: %q: the store holds no runs", ErrNoRun, id)
+	}
+	return RunInfo{}, fmt.Errorf("%w: %q; the store holds: %s", ErrNoRun, id, ids(runs))
+}
+
+func ids(runs []RunInfo) string {
+	s := make([]string, len(runs))
+	for i, ri := range runs {
+		s[i] = fmt.Sprintf("%s (%s, budget %d)", ri.ID, ri.Phase, ri.Budget)
+	}
+	return strings.Join(s, ", ")
+}
+
+// ResultFunc receives one stored result: its stream sequence and time, and
+// the decoded result or why it did not decode. Returning ErrStop ends the
+// read; any other error ends it with that error.
+type ResultFunc func(seq uint64, t time.Time, r *schema.Result, err error) error
+
+// Results streams the results of run in stream order with an ordered
+// consumer, and returns when it has caught up with the results stored
+// when it began.
+func (r *Reader) Results(ctx context.Context, run string, fn ResultFunc) error {
+	want, err := r.count(ctx, run)
+	if err != nil || want == 0 {
+		return err
+	}
+	cons, err := r.js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schema.ResultSubject(run)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("results consumer: %w", err)
+	}
+	var got uint64
+	for got < want {
+		n, done, err := r.batch(cons, int(min(fetchBatch, want-got)), fn, &got)
+		switch {
+		case errors.Is(err, ErrStop):
+			return nil
+		case err != nil:
+			return err
+		case done:
+			return nil
+		case n == 0:
+			return fmt.Errorf("results of %s: read %d of %d, then none came within %s", run, got, want, FetchWaitDefault)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// batch fetches and hands on up to size results, no more than are left
+// to read, so that the fetch need not wait out its expiry; done reports that the consumer
+// has caught up with the stream.
+func (r *Reader) batch(cons jetstream.Consumer, size int, fn ResultFunc, got *uint64) (n int, done bool, err error) {
+	msgs, err := cons.Fetch(size, jetstream.FetchMaxWait(FetchWaitDefault))
+	if err != nil {
+		return 0, false, fmt.Errorf("fetch results: %w", err)
+	}
+	for m := range msgs.Messages() {
+		n++
+		*got++
+		meta, merr := m.Metadata()
+		if merr != nil {
+			return n, false, fmt.Errorf("result metadata: %w", merr)
+		}
+		res, derr := schema.DecodeResult(m.Data())
+		if err = fn(meta.Sequence.Stream, meta.Timestamp, res, derr); err != nil {
+			for range msgs.Messages() { // drain the rest of the batch
+			}
+			return n, false, err
+		}
+		done = meta.NumPending == 0
+	}
+	if err := msgs.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return n, false, fmt.Errorf("fetch results: %w", err)
+	}
+	return n, done, nil
+}
+
+// count is the number of stored results of run.
+func (r *Reader) count(ctx context.Context, run string) (uint64, error) {
+	st, err := r.js.Stream(ctx, schema.ResultStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("results stream: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(run)))
+	if err != nil {
+		return 0, fmt.Errorf("results stream info: %w", err)
+	}
+	return info.State.Subjects[schema.ResultSubject(run)], nil
+}
