@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -98,7 +99,8 @@ type Embedded struct {
 	srv  *server.Server
 	log  *serverLog
 	dir  string
-	host string // the listen host, resolved
+	host string   // the listen host, resolved
+	lock *os.File // holds the store's lock while the server runs
 }
 
 // Start starts an embedded NATS server with JetStream on cfg.Dir and waits
@@ -109,8 +111,13 @@ func Start(cfg Config) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockStore(opts.StoreDir)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	slog := &serverLog{log: cfg.Logger.WithField("component", "broker"), onStore: cfg.OnStoreError}
@@ -118,13 +125,15 @@ func Start(cfg Config) (*Embedded, error) {
 	go srv.Start()
 	if !srv.ReadyForConnections(cfg.StartTimeout) {
 		srv.Shutdown()
+		lock.Close()
 		return nil, fmt.Errorf("%w on %s within %s: %s", ErrStart, cfg.Listen, cfg.StartTimeout, slog.lastError())
 	}
 	if !srv.JetStreamEnabled() {
 		srv.Shutdown()
+		lock.Close()
 		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
 	}
-	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host}, nil
+	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host, lock: lock}, nil
 }
 
 func serverOptions(cfg Config) (*server.Options, error) {
@@ -210,6 +219,29 @@ func (e *Embedded) Dir() string { return e.dir }
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.Close()
+}
+
+// ErrStoreInUse means another evoq process has the store open: two
+// servers on one store would corrupt it.
+var ErrStoreInUse = errors.New("store directory in use")
+
+// lockStore takes an exclusive lock on dir/evoq.lock, held until the file
+// is closed (by Shutdown, or by the process's end, even a crash).
+func lockStore(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "evoq.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(f.Name())
+		f.Close()
+		return nil, fmt.Errorf("%w: --dir %s is open in another evoq process (pid %s); stop it, or reach that run through its broker with --nats or --connect",
+			ErrStoreInUse, dir, strings.TrimSpace(string(owner)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
 }
 
 // WaitForShutdown blocks until the server has stopped.

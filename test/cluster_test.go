@@ -184,7 +184,7 @@ func checkDesigns(t *testing.T, results []*schema.Result, budget int) {
 // were ever stored on the queue (the test's broker holds one run).
 func designsEverQueued(t *testing.T, dir string) uint64 {
 	t.Helper()
-	b := testutil.StartBrokerDir(t, dir)
+	b := openStore(t, dir)
 	ctx := testutil.Context(t, 10*time.Second)
 	st, err := b.JS.Stream(ctx, schema.DesignStream)
 	if err != nil {

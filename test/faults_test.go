@@ -150,7 +150,8 @@ func TestWorkerKilledMidEvaluation(t *testing.T) {
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
 	}
-	results := readResults(t, dir, run)
+	_, js := connectJS(t, url) // the broker still runs: read through it
+	results := storedResults(t, js, run)
 	redelivered := 0
 	for _, r := range results {
 		if r.Worker == "victim" {
@@ -181,7 +182,8 @@ func TestLongEvaluationNotRedelivered(t *testing.T) {
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
 	}
-	results := readResults(t, dir, run)
+	_, js := connectJS(t, url)
+	results := storedResults(t, js, run)
 	if len(results) != 4 {
 		t.Fatalf("%d results for 4 designs: a live evaluation was redelivered", len(results))
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,7 +118,24 @@ func tail(s string, n int) string {
 // stream order.
 func readResults(t *testing.T, dir, run string) []*schema.Result {
 	t.Helper()
-	return storedResults(t, testutil.StartBrokerDir(t, dir).JS, run)
+	return storedResults(t, openStore(t, dir).JS, run)
+}
+
+// stores are the stopped stores tests have opened, by test and directory:
+// a store can be open in one broker at a time.
+var stores sync.Map
+
+// openStore starts a broker on a stopped run's store, once per test.
+func openStore(t *testing.T, dir string) *testutil.Broker {
+	t.Helper()
+	key := t.Name() + "\x00" + dir
+	if b, ok := stores.Load(key); ok {
+		return b.(*testutil.Broker)
+	}
+	t.Cleanup(func() { stores.Delete(key) })
+	b := testutil.StartBrokerDir(t, dir)
+	stores.Store(key, b)
+	return b
 }
 
 // subjectCount is the number of stored results of run.
