@@ -14,7 +14,7 @@ import (
 // The incident's shape on purpose: a worker registers 8 slots that never
 // ask for a design. The controller feeds them anyway (in flight follows
 // the live slots), sees them idle while designs wait, and says so, naming
-// the worker and the diagnosis.
+// the worker and the diagnosis; `evoq status` flags the worker too.
 func TestIdleAlarmNamesTheIncident(t *testing.T) {
 	t.Parallel()
 	const run = "incident"
@@ -45,6 +45,13 @@ func TestIdleAlarmNamesTheIncident(t *testing.T) {
 		}
 	}
 	t.Logf("alarm: %s", alarm)
+	st := evoq(t, 30*time.Second, "status", "--nats", url, "--run", run)
+	for _, want := range []string{"run incident: running", "ghost", "! worker ghost registered 8 slots but never got a design"} {
+		if st.code != 0 || !strings.Contains(st.stdout, want) {
+			t.Errorf("status (exit %d) lacks %q:\n%s%s", st.code, want, st.stdout, st.stderr)
+		}
+	}
+	t.Logf("status:\n%s", st.stdout)
 	cancel()
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))

@@ -40,6 +40,7 @@ var commands = map[string]entry{
 	"broker":     {"run the embedded broker alone (JetStream store on --dir)", func(e Env) command { return &brokerCmd{env: e} }},
 	"controller": {"run the search controller (embedded broker unless --nats)", func(e Env) command { return &controllerCmd{env: e} }},
 	"worker":     {"run a worker: one evaluation slot per --slots", func(e Env) command { return &workerCmd{env: e} }},
+	"status":     {"show a run: phase, budget, queue, best, workers, idle slots", func(e Env) command { return &statusCmd{env: e} }},
 	"version":    {"print the version", func(e Env) command { return versionCmd{env: e} }},
 	"export":     {"write a run's results as CSV or JSON lines, one row per stored result", func(e Env) command { return &exportCmd{env: e} }},
 	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return &replayCmd{env: e} }},

@@ -318,3 +318,7 @@ func (r *Reader) count(ctx context.Context, run string) (uint64, error) {
 	}
 	return info.State.Subjects[schema.ResultSubject(run)], nil
 }
+
+// JS is the reader's JetStream client, for the run's other state
+// (presence, the work queue).
+func (r *Reader) JS() jetstream.JetStream { return r.js }

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// statusCmd shows a run at a glance: phase, budget, the work queue, the
+// best so far and every worker, flagging idle slots.
+type statusCmd struct {
+	env     Env
+	src     sourceFlags
+	jsonOut bool
+}
+
+// runStatus is what status reports; its JSON form is `evoq status --json`.
+type runStatus struct {
+	Run         string                `json:"run"`
+	Phase       schema.Phase          `json:"phase"`
+	Budget      int                   `json:"budget"`
+	Done        int                   `json:"done"`
+	ByStatus    map[schema.Status]int `json:"by_status"`
+	InFlight    int                   `json:"in_flight"` // delivered to a slot, not acked
+	Queued      int                   `json:"queued"`    // waiting on the work queue
+	Best        *float64              `json:"best_fitness"`
+	BestID      string                `json:"best_id,omitempty"`
+	Workers     []workerStatus        `json:"workers"`
+	Problems    []string              `json:"problems"`
+	queueKnown  bool
+	perWorker   map[string]*workerStatus
+	designsSeen map[uint64]bool
+}
+
+type workerStatus struct {
+	Worker      string    `json:"worker"`
+	Host        string    `json:"host"`
+	Slots       int       `json:"slots"`
+	Busy        int       `json:"busy"`
+	Live        bool      `json:"live"`
+	Leaving     bool      `json:"leaving"`
+	Evaluations int       `json:"evaluations"`
+	Failures    int       `json:"failures"`
+	LastSeen    time.Time `json:"last_seen"`
+	LastResult  time.Time `json:"last_result"`
+}
+
+func (c *statusCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("status", "Shows a run: phase, budget done / in flight / queued, the best so far, and every worker, flagging idle slots.", c.env.Stderr)
+	c.src.register(fs)
+	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	src, err := c.src.source(fs, c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	r, ri, err := c.src.openRun(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st, err := collectStatus(ctx, r, ri)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		b, _ := json.Marshal(st)
+		_, err = fmt.Fprintf(c.env.Stdout, "%s\n", b)
+		return err
+	}
+	st.print(c.env)
+	return nil
+}
+
+// collectStatus reads the results, the presence bucket and the work queue.
+func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (*runStatus, error) {
+	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
+		perWorker: map[string]*workerStatus{}, designsSeen: map[uint64]bool{}}
+	err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
+		if err == nil {
+			st.fold(res)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.readPresence(ctx, r.JS())
+	st.readQueue(ctx, r.JS())
+	st.finish(time.Now())
+	return st, nil
+}
+
+func (st *runStatus) worker(id string) *workerStatus {
+	w, ok := st.perWorker[id]
+	if !ok {
+		w = &workerStatus{Worker: id}
+		st.perWorker[id] = w
+	}
+	return w
+}
+
+func (st *runStatus) fold(r *schema.Result) {
+	if st.designsSeen[r.Design.Seq] {
+		return
+	}
+	st.designsSeen[r.Design.Seq] = true
+	st.Done++
+	st.ByStatus[r.Status]++
+	if r.Status == schema.StatusOK && (st.Best == nil || r.Fitness > *st.Best) {
+		f := r.Fitness
+		st.Best, st.BestID = &f, r.DesignID
+	}
+	if r.Worker == "" {
+		return
+	}
+	w := st.worker(r.Worker)
+	w.Host = r.Host
+	w.Evaluations++
+	if r.Status == schema.StatusError || r.Status == schema.StatusTimeout {
+		w.Failures++
+	}
+	if r.Stop.After(w.LastResult) {
+		w.LastResult = r.Stop
+	}
+}
+
+func (st *runStatus) readPresence(ctx context.Context, js jetstream.JetStream) {
+	kv, err := js.KeyValue(ctx, schema.PresenceBucket)
+	if err != nil {
+		return
+	}
+	keys, err := kv.ListKeysFiltered(ctx, st.Run+".*")
+	if err != nil {
+		return
+	}
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		if p, err := schema.DecodePresence(e.Value()); err == nil {
+			w := st.worker(p.Worker)
+			w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, e.Created()
+			w.Live = time.Since(e.Created()) < 3*p.Interval && !p.Leaving
+		}
+	}
+}
+
+func (st *runStatus) readQueue(ctx context.Context, js jetstream.JetStream) {
+	cons, err := js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(st.Run))
+	if err != nil {
+		return
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return
+	}
+	st.InFlight, st.Queued, st.queueKnown = info.NumAckPending, int(info.NumPending), true
+}
+
+// finish sorts the workers and names what looks wrong.
+func (st *runStatus) finish(now time.Time) {
+	for _, w := range st.perWorker {
+		st.Workers = append(st.Workers, *w)
+	}
+	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].Worker < st.Workers[j].Worker })
+	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
+	for _, w := range st.Workers {
+		switch {
+		case w.Live && w.Evaluations == 0 && w.Busy == 0:
+			st.Problems = append(st.Problems, fmt.Sprintf("worker %s registered %d slots but never got a design", w.Worker, w.Slots))
+		case w.Live && w.Busy < w.Slots && st.Queued > 0:
+			st.Problems = append(st.Problems, fmt.Sprintf("worker %s has %d idle slots while %d designs wait on the queue", w.Worker, w.Slots-w.Busy, st.Queued))
+		case w.Live && w.Busy < w.Slots && active && st.Done < st.Budget:
+			st.Problems = append(st.Problems, fmt.Sprintf("worker %s has %d idle slots while the budget has %d designs left", w.Worker, w.Slots-w.Busy, st.Budget-st.Done))
+		}
+	}
+}
+
+func (st *runStatus) print(env Env) {
+	fmt.Fprintf(env.Stdout, "run %s: %s; %d of %d done", st.Run, st.Phase, st.Done, st.Budget)
+	if st.queueKnown {
+		fmt.Fprintf(env.Stdout, ", %d in flight, %d queued", st.InFlight, st.Queued)
+	}
+	fmt.Fprintln(env.Stdout)
+	var parts []string
+	for _, s := range schema.Statuses {
+		parts = append(parts, fmt.Sprintf("%d %s", st.ByStatus[s], s))
+	}
+	fmt.Fprintf(env.Stdout, "results: %s\n", strings.Join(parts, ", "))
+	if st.Best != nil {
+		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tHOST\tSLOTS\tBUSY\tSTATE\tEVALUATIONS\tFAILURES\tLAST SEEN")
+	for _, w := range st.Workers {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", w.Worker, w.Host, w.Slots, w.Busy, w.state(),
+			w.Evaluations, w.Failures, ago(w.LastSeen))
+	}
+	tw.Flush()
+	for _, p := range st.Problems {
+		fmt.Fprintln(env.Stdout, "!", p)
+	}
+}
+
+func (w workerStatus) state() string {
+	switch {
+	case w.Leaving:
+		return "leaving"
+	case w.Live:
+		return "live"
+	case w.LastSeen.IsZero():
+		return "gone"
+	}
+	return "silent"
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
