@@ -21,6 +21,8 @@ type controllerCmd struct {
 	jsonOut     bool
 	waitSlots   int
 	connectFile string
+	resume      bool
+	runGiven    bool
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -29,6 +31,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
+	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for `evoq worker --connect`")
 }
 
@@ -54,10 +57,44 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := s.waitConnected(ctx, log); err != nil {
 		return err
 	}
+	if err := c.resumeRun(ctx, s, &cfg, log); err != nil {
+		return err
+	}
 	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
 		return err
 	}
 	return runController(ctx, s, cfg, c.env, c.jsonOut)
+}
+
+// resumeRun, with --resume, points cfg at the stored run to continue: the
+// one --run names, or the only unfinished one.
+func (c *controllerCmd) resumeRun(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	if !c.resume {
+		return nil
+	}
+	runs, err := activeRuns(ctx, s.js)
+	if err != nil {
+		return usageErr("--resume: nothing to resume in this store: %v", err)
+	}
+	switch {
+	case c.runGiven && !contains(runs, cfg.Run):
+		return usageErr("--resume --run %s: no unfinished run %s in this store (unfinished: %v)", cfg.Run, cfg.Run, runs)
+	case !c.runGiven && len(runs) != 1:
+		return usageErr("--resume: %d unfinished runs in this store %v; name one with --run", len(runs), runs)
+	case !c.runGiven:
+		cfg.Run = runs[0]
+	}
+	log.WithField("run", cfg.Run).Info("resuming run")
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }
 
 // writeConnectFile writes --connect-file, if given.
@@ -73,14 +110,15 @@ func (c *controllerCmd) writeConnectFile(s *session, run string, log logrus.Fiel
 }
 
 func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error) {
-	if c.s.run == "" {
-		c.s.run = defaultRunID()
-	}
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
 	}
 	if c.waitSlots < 0 {
 		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)
+	}
+	c.runGiven = c.s.run != ""
+	if !c.runGiven {
+		c.s.run = defaultRunID() // replaced by the stored run's ID with --resume
 	}
 	cfg, err := c.s.config(log)
 	cfg.WaitSlots = c.waitSlots
