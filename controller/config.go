@@ -66,6 +66,10 @@ type Config struct {
 	// Progress is the period of the progress log line. Defaults to
 	// ProgressDefault.
 	Progress time.Duration
+	// Seeds are genomes (from an earlier run) that become the run's first
+	// designs, before any random one; they count toward Init. Each must
+	// fit Space. Defaults to none.
+	Seeds []map[string]any
 	// IdleAlarm is how long a slot may idle, while the budget has designs
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; negative turns the alarm off.
@@ -141,6 +145,14 @@ func (c Config) Validate() error {
 		if ch.bad {
 			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
 		}
+	}
+	for i, g := range c.Seeds {
+		if _, err := c.Space.Validate(g); err != nil {
+			return fmt.Errorf("%w: --from-run: seed %d does not fit the search space: %v", ErrConfig, i+1, err)
+		}
+	}
+	if len(c.Seeds) > c.Budget {
+		return fmt.Errorf("%w: --from-run: %d seeds exceed --budget %d", ErrConfig, len(c.Seeds), c.Budget)
 	}
 	return nil
 }

@@ -217,6 +217,10 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 	r := rand.New(rand.NewPCG(c.cfg.Seed, seq))
 	d := &schema.Design{V: schema.Version, Run: c.cfg.Run, ID: schema.DesignID(c.cfg.Run, seq),
 		Seq: seq, Created: c.cfg.Now(), Origin: schema.OriginRandom}
+	if seq <= uint64(len(c.cfg.Seeds)) {
+		d.Genome, d.Origin = c.cfg.Seeds[seq-1], schema.OriginSeed
+		return d
+	}
 	if c.fold.Random() {
 		d.Genome = c.cfg.Space.Random(r)
 		return d

@@ -40,3 +40,36 @@ func TestResume(t *testing.T) {
 		t.Fatalf("--resume on an empty store: exit %d, %q; want an error naming --resume", fresh.code, fresh.stderr)
 	}
 }
+
+// `--from-run` seeds a new run's initial population with the best designs
+// of an earlier one in the same store.
+func TestFromRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := []string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--evaluator", "sim", "--sim-mean", "0.01",
+		"--slots", "2", "--init", "10", "--pool", "5", "--json"}
+	r1 := evoq(t, time.Minute, append(base, "--run", "first", "--budget", "60")...)
+	if r1.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r1.code, tail(r1.stderr, 2000))
+	}
+	best := lastJSON(t, r1.stdout)
+	r2 := evoq(t, time.Minute, append(base, "--run", "second", "--budget", "30", "--from-run", "first")...)
+	if r2.code != 0 {
+		t.Fatalf("second run: exit %d\n%s", r2.code, tail(r2.stderr, 2000))
+	}
+	if s := lastJSON(t, r2.stdout); s.Evaluations != 30 || s.BestFitness == nil || *s.BestFitness < *best.BestFitness {
+		t.Fatalf("second run: %d evaluations, best %v; want 30 and at least the first run's best %v", s.Evaluations, s.BestFitness, *best.BestFitness)
+	}
+	seeds := 0
+	for _, r := range readResults(t, dir, "second") {
+		if r.Design.Origin == "seed" {
+			seeds++
+			if r.Design.Seq == 1 && r.Fitness != *best.BestFitness {
+				t.Errorf("the first seed scored %v; want the first run's best %v", r.Fitness, *best.BestFitness)
+			}
+		}
+	}
+	if seeds != 10 {
+		t.Fatalf("%d seeded designs, want the first run's best 10 (--init)", seeds)
+	}
+}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -23,6 +27,7 @@ type controllerCmd struct {
 	connectFile string
 	resume      bool
 	runGiven    bool
+	fromRun     string
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -31,6 +36,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
+	fs.StringVar(&c.fromRun, "from-run", "", "seed the initial population with the best designs of this earlier run (same store or broker)")
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for `evoq worker --connect`")
 }
@@ -60,6 +66,9 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.resumeRun(ctx, s, &cfg, log); err != nil {
 		return err
 	}
+	if err := c.seedFrom(ctx, s, &cfg, log); err != nil {
+		return err
+	}
 	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
 		return err
 	}
@@ -85,6 +94,42 @@ func (c *controllerCmd) resumeRun(ctx context.Context, s *session, cfg *controll
 		cfg.Run = runs[0]
 	}
 	log.WithField("run", cfg.Run).Info("resuming run")
+	return nil
+}
+
+// seedFrom, with --from-run, takes the best --init designs of an earlier
+// run as the new run's first designs.
+func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	if c.fromRun == "" {
+		return nil
+	}
+	if c.fromRun == cfg.Run {
+		return usageErr("--from-run %s is the run itself; use --resume to continue it", c.fromRun)
+	}
+	fold := controller.NewFold(1, cfg.Init, controller.ReplaceWorst)
+	err := history.FromJS(s.js).Results(ctx, c.fromRun, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
+		if err == nil {
+			fold.Apply(r)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("--from-run %s: %w", c.fromRun, err)
+	}
+	members := append([]controller.Member(nil), fold.Pool().Members()...)
+	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
+	for _, m := range members {
+		g, err := cfg.Space.Validate(m.Design.Genome)
+		if err != nil {
+			log.WithError(err).WithField("design", m.Design.ID).Warn("--from-run: a design outside this search space is not used as a seed")
+			continue
+		}
+		cfg.Seeds = append(cfg.Seeds, g)
+	}
+	if len(cfg.Seeds) == 0 {
+		return usageErr("--from-run %s: the run has no design evaluated ok that fits this search space", c.fromRun)
+	}
+	log.WithFields(logrus.Fields{"from_run": c.fromRun, "seeds": len(cfg.Seeds), "best": members[0].Fitness}).Info("seeding the initial population")
 	return nil
 }
 

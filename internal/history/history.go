@@ -322,3 +322,7 @@ func (r *Reader) count(ctx context.Context, run string) (uint64, error) {
 // JS is the reader's JetStream client, for the run's other state
 // (presence, the work queue).
 func (r *Reader) JS() jetstream.JetStream { return r.js }
+
+// FromJS reads through an existing JetStream client, such as a
+// controller's own connection. Its Close does nothing.
+func FromJS(js jetstream.JetStream) *Reader { return &Reader{js: js} }
