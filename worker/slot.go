@@ -108,16 +108,19 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	}
 }
 
-// logResult logs a finished evaluation: failures as warnings naming the
-// design and the reason, the rest at debug level.
+// logResult logs one line per finished evaluation: design, host, slot,
+// GPU, attempt, status and duration; failures as warnings with the reason.
 func (w *Worker) logResult(s *slotState, r *schema.Result) {
 	l := s.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "attempt": r.Attempt,
-		"duration": r.Duration().Round(time.Millisecond)})
+		"host": r.Host, "duration": r.Duration().Round(time.Millisecond)})
+	if r.GPU != "" {
+		l = l.WithField("gpu", r.GPU)
+	}
 	switch r.Status {
 	case schema.StatusError, schema.StatusTimeout:
 		l.WithField("error", clip(r.Error, 300)).Warn("evaluation failed")
 	default:
-		l.WithField("fitness", r.Fitness).Debug("evaluation done")
+		l.WithField("fitness", r.Fitness).Info("evaluation done")
 	}
 }
 
