@@ -7,6 +7,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
@@ -74,6 +75,8 @@ type Config struct {
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; negative turns the alarm off.
 	IdleAlarm time.Duration
+	// Metrics receives the run's figures for Prometheus. Defaults to none.
+	Metrics *metrics.Controller
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to logrus.StandardLogger().

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -93,6 +94,9 @@ func (c *Controller) apply(m resultMsg) {
 	}
 	if c.fold.Apply(m.res) {
 		c.logResult(m.res)
+		if c.cfg.Metrics != nil {
+			c.cfg.Metrics.Counted(m.res)
+		}
 	}
 }
 
@@ -137,6 +141,7 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		c.progress(false)
 		c.sweepIfQuiet(ctx)
 		c.idleAlarm(ctx, c.cfg.Now())
+		c.observe(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -313,6 +318,22 @@ func (c *Controller) checkLimits(ctx context.Context, live int) {
 }
 
 func (c *Controller) liveSlots() int { return c.slots.live(c.cfg.Now()).slots }
+
+// observe updates the metrics, reading the queue depth from the consumer.
+func (c *Controller) observe(ctx context.Context) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	l := c.slots.live(c.cfg.Now())
+	snap := metrics.Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
+	if info, err := c.cons.Info(ctx); err == nil {
+		snap.Queued = int(info.NumPending)
+	}
+	if b := c.fold.Best(); b != nil {
+		snap.Best = &b.Fitness
+	}
+	c.cfg.Metrics.Observe(snap)
+}
 
 // progress logs a progress line every Progress, or now when force.
 func (c *Controller) progress(force bool) {

@@ -102,6 +102,9 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	s.lastStored = time.Now()
 	w.done.Add(1)
 	w.evalTimes.add(res.Duration())
+	if w.cfg.OnStored != nil {
+		w.cfg.OnStored(res)
+	}
 	w.logResult(s, res)
 	if err := msg.Ack(); err != nil {
 		s.log.WithError(err).WithField("design", d.ID).Warn("ack failed; the design may be evaluated again and will count once")

@@ -72,6 +72,9 @@ type Config struct {
 	// JoinTimeout bounds the wait for the run to exist on the broker.
 	// Defaults to 0, wait forever (workers may start before the controller).
 	JoinTimeout time.Duration
+	// OnStored is called with every result the broker confirmed (metrics);
+	// it must not block. Defaults to nothing.
+	OnStored func(*schema.Result)
 	// Logger defaults to logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
@@ -28,6 +29,7 @@ type controllerCmd struct {
 	resume      bool
 	runGiven    bool
 	fromRun     string
+	metricsAddr string
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -36,6 +38,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9090")
 	fs.StringVar(&c.fromRun, "from-run", "", "seed the initial population with the best designs of this earlier run (same store or broker)")
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for `evoq worker --connect`")
@@ -67,6 +70,9 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := c.seedFrom(ctx, s, &cfg, log); err != nil {
+		return err
+	}
+	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
 		return err
 	}
 	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
@@ -131,6 +137,15 @@ func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controlle
 	}
 	log.WithFields(logrus.Fields{"from_run": c.fromRun, "seeds": len(cfg.Seeds), "best": members[0].Fitness}).Info("seeding the initial population")
 	return nil
+}
+
+// serveMetrics, with --metrics, exposes the run's figures to Prometheus.
+func (c *controllerCmd) serveMetrics(ctx context.Context, cfg *controller.Config, log logrus.FieldLogger) error {
+	if c.metricsAddr == "" {
+		return nil
+	}
+	cfg.Metrics = metrics.NewController(cfg.Run)
+	return metrics.Serve(ctx, c.metricsAddr, cfg.Metrics.Registry, log)
 }
 
 func contains(xs []string, x string) bool {

@@ -89,6 +89,9 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err := c.seedFrom(ctx, s, &cfg, log); err != nil {
 		return err
 	}
+	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
+		return err
+	}
 	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,7 @@ type workerCmd struct {
 	l            logFlags
 	nats, run    string
 	connect      string
+	metricsAddr  string
 	drainTimeout time.Duration
 	log          logrus.FieldLogger
 }
@@ -35,6 +37,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	c.w.register(fs, 1, "auto")
 	c.l.register(fs)
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9091")
 	fs.StringVar(&c.connect, "connect", "", "connect file written by `evoq controller --connect-file`: broker URLs and run ID")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
@@ -78,11 +81,23 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	ev, _ := c.w.build()
 	hard, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := worker.New(s.js, worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
+	var w *worker.Worker
+	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
 		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
-		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log})
+		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log}
+	var m *metrics.Worker // set before the worker starts, read by its slots
+	if c.metricsAddr != "" {
+		cfg.OnStored = func(r *schema.Result) { m.Stored(r) }
+	}
+	w, err = worker.New(s.js, cfg)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if c.metricsAddr != "" {
+		m = metrics.NewWorker(run, w.ID(), c.w.slots, w.Busy)
+		if err := metrics.Serve(ctx, c.metricsAddr, m.Registry, log); err != nil {
+			return err
+		}
 	}
 	if err := c.start(ctx, hard, w); err != nil {
 		return err
