@@ -75,6 +75,10 @@ type Config struct {
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; negative turns the alarm off.
 	IdleAlarm time.Duration
+	// OnProgress is called about every second, from the controller's
+	// goroutine, with the run's progress; it must not block. Defaults to
+	// nothing.
+	OnProgress func(Progress)
 	// Metrics receives the run's figures for Prometheus. Defaults to none.
 	Metrics *metrics.Controller
 	// Now is the clock. Defaults to time.Now.

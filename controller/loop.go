@@ -335,20 +335,57 @@ func (c *Controller) observe(ctx context.Context) {
 	c.cfg.Metrics.Observe(snap)
 }
 
-// progress logs a progress line every Progress, or now when force.
+// progress logs a progress line every Progress, or now when force, and
+// hands the same figures to OnProgress on every tick.
 func (c *Controller) progress(force bool) {
 	now := c.cfg.Now()
 	c.slots.prune(now)
+	p := c.Progress()
+	if c.cfg.OnProgress != nil {
+		c.cfg.OnProgress(p)
+	}
 	if !force && now.Sub(c.lastLog) < c.cfg.Progress {
 		return
 	}
 	c.lastLog = now
-	l := c.slots.live(now)
-	f := logrus.Fields{"evaluations": c.fold.Terminal(), "budget": c.cfg.Budget, "in_flight": c.InFlight(),
-		"workers": l.workers, "slots": l.slots, "busy": l.busy, "pool": c.fold.Pool().Len(),
-		"pool_digest": c.fold.Pool().Digest()}
-	if b := c.fold.Best(); b != nil {
-		f["best"] = b.Fitness
+	f := logrus.Fields{"evaluations": p.Evaluations, "budget": p.Budget, "in_flight": p.InFlight,
+		"workers": p.Workers, "slots": p.Slots, "busy": p.Busy, "pool": c.fold.Pool().Len(),
+		"pool_digest": c.fold.Pool().Digest(), "rate": fmt.Sprintf("%.1f/s", p.Rate)}
+	if p.Best != nil {
+		f["best"] = *p.Best
+	}
+	if p.ETA > 0 {
+		f["eta"] = p.ETA.Round(time.Second)
 	}
 	c.log.WithFields(f).Info("progress")
+}
+
+// Progress is the run at one moment, for a progress line.
+type Progress struct {
+	Evaluations, Budget, InFlight int
+	Workers, Slots, Busy          int
+	Best                          *float64
+	Rate                          float64       // evaluations per second since the first design
+	ETA                           time.Duration // at that rate; 0 when unknown
+}
+
+// Progress describes the run now. Call it from the controller's goroutine
+// (OnProgress does).
+func (c *Controller) Progress() Progress {
+	now := c.cfg.Now()
+	l := c.slots.live(now)
+	p := Progress{Evaluations: c.fold.Terminal(), Budget: c.cfg.Budget, InFlight: c.InFlight(),
+		Workers: l.workers, Slots: l.slots, Busy: l.busy}
+	if b := c.fold.Best(); b != nil {
+		p.Best = &b.Fitness
+	}
+	if !c.firstPub.IsZero() {
+		if el := now.Sub(c.firstPub).Seconds(); el > 0 {
+			p.Rate = float64(p.Evaluations-c.replayed) / el
+		}
+	}
+	if p.Rate > 0 {
+		p.ETA = time.Duration(float64(p.Budget-p.Evaluations) / p.Rate * float64(time.Second))
+	}
+	return p
 }

@@ -78,7 +78,7 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
 		return err
 	}
-	return runController(ctx, s, cfg, c.env, c.jsonOut)
+	return runController(ctx, s, cfg, c.env, c.jsonOut, nil)
 }
 
 // resumeRun, with --resume, points cfg at the stored run to continue: the
@@ -185,8 +185,9 @@ func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error
 	return cfg, err
 }
 
-// runController runs the search and prints its summary.
-func runController(ctx context.Context, s *session, cfg controller.Config, env Env, jsonOut bool) error {
+// runController runs the search and prints its summary; finish, when not
+// nil, is called first (to end a live progress line).
+func runController(ctx context.Context, s *session, cfg controller.Config, env Env, jsonOut bool, finish func()) error {
 	ctl, err := controller.New(s.js, cfg)
 	if err != nil {
 		return usageErr("%v", err)
@@ -201,6 +202,9 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 		}
 	}()
 	sum, err := ctl.Run(ctx)
+	if finish != nil {
+		finish()
+	}
 	select {
 	case <-s.storeFailed:
 		return fmt.Errorf("%w: the embedded broker cannot write its store: %s", controller.ErrStoreFull, s.storeErr)

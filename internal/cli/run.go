@@ -24,6 +24,7 @@ type runCmd struct {
 	controllerCmd
 	w       workerFlags
 	workers int
+	live    bool // stderr is a terminal: draw a live progress line
 }
 
 // WorkerExitTimeout is how long run waits for its workers to leave after
@@ -37,6 +38,12 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	// On a terminal a live line shows progress and the log keeps to
+	// warnings, unless --log-level says otherwise; elsewhere, plain lines.
+	c.live = isTerminal(c.env.Stderr)
+	if c.live && !isSet(fs, "log-level") {
+		c.l.level = "warn"
 	}
 	log, err := c.l.logger(c.env.Stderr)
 	if err != nil {
@@ -111,7 +118,12 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 		case <-cctx.Done():
 		}
 	}()
-	err = runController(cctx, s, cfg, c.env, c.jsonOut)
+	var finish func()
+	if c.live {
+		l := &liveLine{w: c.env.Stderr}
+		cfg.OnProgress, finish = l.show, l.done
+	}
+	err = runController(cctx, s, cfg, c.env, c.jsonOut, finish)
 	if err != nil {
 		procs.signal(syscall.SIGTERM) // the run is not done: workers would wait for it
 	}
