@@ -114,6 +114,14 @@ esac
 	for _, r := range readResults(t, store, "cmd") {
 		checkCommandResult(t, r)
 	}
+	// evoq run keeps every evaluation's whole output under --dir/eval-logs.
+	for file, want := range map[string]string{"cmd-1-1.out": "this is not json", "cmd-5-1.err": "boom: CUDA out of memory",
+		"cmd-5-1.out": "some progress"} {
+		b, err := os.ReadFile(filepath.Join(store, "eval-logs", "cmd", file))
+		if err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("eval-logs/cmd/%s: %v, %q; want it to hold %q", file, err, b, want)
+		}
+	}
 }
 
 // checkCommandResult checks one result of the script in TestCommandEvaluator.

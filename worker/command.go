@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,9 @@ type Command struct {
 	Cmd string
 	// Env is added to the evaluator's environment (KEY=VALUE).
 	Env []string
+	// LogDir, when set, keeps each evaluation's whole stdout and stderr in
+	// LogDir/<run>/<design>-<attempt>.out and .err.
+	LogDir string
 }
 
 // Name implements Evaluator.
@@ -59,7 +63,12 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
 	cmd.SysProcAttr = evaluatorAttr()
-	outs, err := attachOutputs(cmd, stdout, stderr)
+	files, err := openLogs(c.LogDir, t.Design.Run, fmt.Sprintf("%s-%d", t.Design.ID, t.Attempt))
+	if err != nil {
+		return Failed(ctx, err)
+	}
+	defer files.close()
+	outs, err := attachOutputs(cmd, files.tee(0, stdout), files.tee(1, stderr))
 	if err != nil {
 		return Failed(ctx, err)
 	}
@@ -125,6 +134,45 @@ func (o *outputs) wait() {
 	}
 	for _, r := range o.readers {
 		r.Close()
+	}
+}
+
+// logFiles are an evaluation's stdout and stderr files; empty without a
+// log directory.
+type logFiles []*os.File
+
+// openLogs creates dir/run/name.out and .err, or nothing when dir is "".
+func openLogs(dir, run, name string) (logFiles, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	d := filepath.Join(dir, run)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return nil, fmt.Errorf("evaluator logs: %w", err)
+	}
+	var files logFiles
+	for _, ext := range []string{".out", ".err"} {
+		f, err := os.OpenFile(filepath.Join(d, name+ext), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			files.close()
+			return nil, fmt.Errorf("evaluator logs: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// tee writes to w and, with log files, to file i as well.
+func (l logFiles) tee(i int, w io.Writer) io.Writer {
+	if l == nil {
+		return w
+	}
+	return io.MultiWriter(w, l[i])
+}
+
+func (l logFiles) close() {
+	for _, f := range l {
+		f.Close()
 	}
 }
 

@@ -33,6 +33,10 @@ type Persistent struct {
 	Cmd string
 	// Env is added to the evaluator's environment (KEY=VALUE).
 	Env []string
+	// LogDir, when set, keeps each slot process's whole stdout and stderr
+	// in LogDir/<run>/<worker>-slot<i>.out and .err (appended across
+	// restarts).
+	LogDir string
 
 	mu    sync.Mutex
 	procs map[int]*evalProc
@@ -186,16 +190,22 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 	}
 	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), stderr: newTail(StderrKeep), quit: make(chan struct{})}
 	lw := &lineWriter{lines: pr.lines, quit: pr.quit}
-	if pr.outs, err = attachOutputs(cmd, lw, pr.stderr); err != nil {
+	files, err := openLogs(p.LogDir, t.Design.Run, fmt.Sprintf("%s-slot%d", t.Worker, t.Slot))
+	if err != nil {
+		return nil, err
+	}
+	if pr.outs, err = attachOutputs(cmd, files.tee(0, lw), files.tee(1, pr.stderr)); err != nil {
+		files.close()
 		return nil, err
 	}
 	err = cmd.Start()
 	pr.outs.started()
 	if err != nil {
 		pr.outs.wait()
+		files.close()
 		return nil, fmt.Errorf("start %q: %w", p.Cmd, err)
 	}
-	go func() { _ = cmd.Wait(); killGroup(cmd, syscall.SIGKILL); pr.outs.wait(); lw.close() }()
+	go func() { _ = cmd.Wait(); killGroup(cmd, syscall.SIGKILL); pr.outs.wait(); lw.close(); files.close() }()
 	return pr, nil
 }
 

@@ -261,6 +261,7 @@ type workerFlags struct {
 	slotsSet               bool     // --slots given explicitly
 	gpuIDs                 []string // resolved by resolveGPUs
 	persistent             bool
+	evalLogs               string
 	walltime, minEval      time.Duration
 	walltimeMargin         time.Duration
 	deadline               time.Time // resolved by resolveDeadline
@@ -271,6 +272,7 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.IntVar(&w.slotsPerGPU, "slots-per-gpu", 1, "slots sharing each GPU")
 	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim or noop (ignored with --eval-cmd)")
 	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
+	fs.StringVar(&w.evalLogs, "eval-logs", "", "keep --eval-cmd evaluators' whole stdout and stderr in files under DIR/<run>/ (default: not kept, but evoq run keeps them in --dir/eval-logs)")
 	fs.BoolVar(&w.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
 	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
@@ -339,10 +341,10 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 		return nil, usageErr("--persistent needs --eval-cmd")
 	}
 	if w.evalCmd != "" && w.persistent {
-		return &worker.Persistent{Cmd: w.evalCmd}, nil
+		return &worker.Persistent{Cmd: w.evalCmd, LogDir: w.evalLogs}, nil
 	}
 	if w.evalCmd != "" {
-		return worker.Command{Cmd: w.evalCmd}, nil
+		return worker.Command{Cmd: w.evalCmd, LogDir: w.evalLogs}, nil
 	}
 	switch w.evaluator {
 	case "mlp":
@@ -365,6 +367,7 @@ func (w *workerFlags) args() []string {
 	if w.persistent {
 		a = append(a, "--persistent")
 	}
+	a = append(a, "--eval-logs", w.evalLogs)
 	a = append(a, "--min-eval-time", w.minEval.String(), "--walltime-margin", w.walltimeMargin.String())
 	if w.walltime > 0 {
 		a = append(a, "--walltime", w.walltime.String())

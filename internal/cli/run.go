@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -62,6 +63,9 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 func (c *runCmd) validate(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) error {
 	if err := c.w.validate(fs); err != nil {
 		return err
+	}
+	if !isSet(fs, "eval-logs") {
+		c.w.evalLogs = filepath.Join(c.b.dir, "eval-logs")
 	}
 	if c.workers < 1 {
 		return usageErr("--workers %d: need at least 1", c.workers)
