@@ -21,6 +21,7 @@ type statusCmd struct {
 	env     Env
 	src     sourceFlags
 	jsonOut bool
+	watch   time.Duration
 }
 
 // runStatus is what status reports; its JSON form is `evoq status --json`.
@@ -58,6 +59,7 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("status", "Shows a run: phase, budget done / in flight / queued, the best so far, and every worker, flagging idle slots.", c.env.Stderr)
 	c.src.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
+	fs.DurationVar(&c.watch, "watch", 0, "redraw every this long until interrupted, e.g. 2s (0: once)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -65,11 +67,36 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.watch < 0 || (c.watch > 0 && c.watch < 100*time.Millisecond) {
+		return usageErr("--watch %s: want 0 or at least 100ms", c.watch)
+	}
 	r, ri, err := c.src.openRun(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	for {
+		if err := c.show(ctx, r, ri); err != nil || c.watch == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.watch):
+		}
+	}
+}
+
+// show collects and prints the status once; with --watch on a terminal it
+// redraws the screen.
+func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunInfo) error {
+	if runs, err := r.Runs(ctx); err == nil {
+		for _, x := range runs {
+			if x.ID == ri.ID {
+				ri = x // the phase moves on while watching
+			}
+		}
+	}
 	st, err := collectStatus(ctx, r, ri)
 	if err != nil {
 		return err
@@ -78,6 +105,9 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 		b, _ := json.Marshal(st)
 		_, err = fmt.Fprintf(c.env.Stdout, "%s\n", b)
 		return err
+	}
+	if c.watch > 0 && isTerminal(c.env.Stdout) {
+		fmt.Fprint(c.env.Stdout, "\033[H\033[2J")
 	}
 	st.print(c.env)
 	return nil
