@@ -51,6 +51,7 @@ type evalProc struct {
 	outs   *outputs
 	quit   chan struct{} // closed when the process is dropped
 	once   sync.Once
+	waited chan struct{} // closed when the process has been reaped
 }
 
 // Name implements Evaluator.
@@ -70,10 +71,32 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
 	discard(proc.lines) // output left over from the last design
-	if _, err := proc.stdin.Write(append(line, '\n')); err != nil {
+	if err := p.send(ctx, t.Slot, proc, append(line, '\n')); err != nil {
+		if ctx.Err() != nil {
+			o := Failed(ctx, ctx.Err())
+			o.Error = appendTail(o.Error+" (the evaluator did not read its design)", proc.stderr.String())
+			return o
+		}
 		return p.died(t.Slot, proc, "its stdin is closed")
 	}
 	return p.await(ctx, t.Slot, proc)
+}
+
+// send writes a design line; an evaluator that stops reading its stdin
+// cannot hold the slot past ctx: its process is dropped, which ends the
+// write.
+func (p *Persistent) send(ctx context.Context, slot int, proc *evalProc, line []byte) error {
+	done := make(chan error, 1)
+	go func() { _, err := proc.stdin.Write(line); done <- err }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		p.drop(slot, proc)
+		proc.stdin.Close()
+		<-done
+		return ctx.Err()
+	}
 }
 
 // await reads the process's output until a result line, its death or ctx.
@@ -154,8 +177,10 @@ func looksLikeResult(l string) bool {
 func (p *Persistent) died(slot int, proc *evalProc, why string) Outcome {
 	p.drop(slot, proc)
 	state := "no exit status"
-	if ps := proc.cmd.ProcessState; ps != nil {
-		state = ps.String()
+	select {
+	case <-proc.waited: // ProcessState is written by the reaper: read it after
+		state = proc.cmd.ProcessState.String()
+	case <-time.After(KillGrace):
 	}
 	return Outcome{HandBack: true, Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), proc.stderr.String())}
 }
@@ -184,17 +209,20 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 		"EVOQ_WORKER="+t.Worker, "EVOQ_PERSISTENT=1")
 	cmd.Env = append(cmd.Env, GPUEnv(t.GPU)...)
 	cmd.SysProcAttr = evaluatorAttr()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("persistent evaluator: %w", err)
-	}
-	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), stderr: newTail(StderrKeep), quit: make(chan struct{})}
-	lw := &lineWriter{lines: pr.lines, quit: pr.quit}
 	files, err := openLogs(p.LogDir, t.Design.Run, fmt.Sprintf("%s-slot%d", t.Worker, t.Slot))
 	if err != nil {
 		return nil, err
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		files.close()
+		return nil, fmt.Errorf("persistent evaluator: %w", err)
+	}
+	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), stderr: newTail(StderrKeep),
+		quit: make(chan struct{}), waited: make(chan struct{})}
+	lw := &lineWriter{lines: pr.lines, quit: pr.quit}
 	if pr.outs, err = attachOutputs(cmd, files.tee(0, lw), files.tee(1, pr.stderr)); err != nil {
+		stdin.Close()
 		files.close()
 		return nil, err
 	}
@@ -202,10 +230,18 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 	pr.outs.started()
 	if err != nil {
 		pr.outs.wait()
+		stdin.Close()
 		files.close()
 		return nil, fmt.Errorf("start %q: %w", p.Cmd, err)
 	}
-	go func() { _ = cmd.Wait(); killGroup(cmd, syscall.SIGKILL); pr.outs.wait(); lw.close(); files.close() }()
+	go func() {
+		_ = cmd.Wait()
+		close(pr.waited)
+		killGroup(cmd, syscall.SIGKILL)
+		pr.outs.wait()
+		lw.close()
+		files.close()
+	}()
 	return pr, nil
 }
 

@@ -172,9 +172,11 @@ func (c *runCmd) workerSlots(i int) []string {
 
 // workerProcs are run's child worker processes.
 type workerProcs struct {
-	cmds []*exec.Cmd
-	wg   sync.WaitGroup
-	done chan struct{}
+	mu     sync.Mutex
+	cmds   []*exec.Cmd
+	exited map[*exec.Cmd]bool // reaped: not to be signalled (the pid may be reused)
+	wg     sync.WaitGroup
+	done   chan struct{}
 }
 
 func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerProcs, error) {
@@ -182,7 +184,9 @@ func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerP
 	if err != nil {
 		return &workerProcs{}, fmt.Errorf("find the evoq binary for the workers: %w", err)
 	}
-	p := &workerProcs{done: make(chan struct{})}
+	p := &workerProcs{done: make(chan struct{}), exited: map[*exec.Cmd]bool{}}
+	// done closes once every started worker is reaped, on the error path too.
+	defer func() { go func() { p.wg.Wait(); close(p.done) }() }()
 	for i := range c.workers {
 		args := append([]string{"worker", "--nats", url, "--run", run, "--id", "w" + strconv.Itoa(i+1)},
 			c.workerSlots(i)...)
@@ -193,18 +197,23 @@ func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerP
 		if err := cmd.Start(); err != nil {
 			return p, fmt.Errorf("start worker %d: %w", i+1, err)
 		}
+		p.mu.Lock()
 		p.cmds = append(p.cmds, cmd)
+		p.mu.Unlock()
 		p.wg.Add(1)
 		go p.watch(cmd, log)
 	}
-	go func() { p.wg.Wait(); close(p.done) }()
 	return p, nil
 }
 
 // watch reaps one worker and says loudly if it died.
 func (p *workerProcs) watch(cmd *exec.Cmd, log logrus.FieldLogger) {
 	defer p.wg.Done()
-	if err := cmd.Wait(); err != nil {
+	err := cmd.Wait()
+	p.mu.Lock()
+	p.exited[cmd] = true
+	p.mu.Unlock()
+	if err != nil {
 		log.WithError(err).WithField("pid", cmd.Process.Pid).Error("a local worker process exited abnormally; its designs are redelivered to the other slots")
 	}
 }
@@ -237,8 +246,10 @@ func (p *workerProcs) waitFor(d time.Duration) bool {
 }
 
 func (p *workerProcs) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, c := range p.cmds {
-		if c.ProcessState == nil {
+		if !p.exited[c] {
 			_ = c.Process.Signal(sig)
 		}
 	}

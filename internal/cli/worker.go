@@ -99,7 +99,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 			return err
 		}
 	}
-	if err := c.start(ctx, hard, w); err != nil {
+	if err := c.start(ctx, hard, cancel, w); err != nil {
 		return err
 	}
 	return c.wait(ctx, w, log)
@@ -125,15 +125,19 @@ func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
 }
 
 // start joins the run; the signal context aborts the wait for it.
-func (c *workerCmd) start(ctx, hard context.Context, w *worker.Worker) error {
+func (c *workerCmd) start(ctx, hard context.Context, cancelHard context.CancelFunc, w *worker.Worker) error {
 	errc := make(chan error, 1)
 	go func() { errc <- w.Start(hard) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		return errors.New("stopped before the run started")
 	}
+	cancelHard() // a join that wins the race hands back what it pulled
+	if err := <-errc; err == nil {
+		<-w.Done()
+	}
+	return errors.New("stopped before the run started")
 }
 
 // wait returns when the worker is done: the run finished, or a signal
