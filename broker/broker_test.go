@@ -19,22 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("waited %v for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // start starts an embedded broker that is shut down when the test ends.
 func start(t *testing.T, cfg broker.Config) *broker.Embedded {
 	t.Helper()
@@ -465,7 +449,7 @@ func TestConnectBeforeBrokerAndAcrossRestart(t *testing.T) {
 		t.Fatal("connected with no broker running")
 	}
 	e := start(t, broker.Config{Dir: dir, Listen: listen})
-	waitFor(t, 10*time.Second, "the connection", nc.IsConnected)
+	testutil.WaitFor(t, 10*time.Second, "the connection", nc.IsConnected)
 	ctx := testutil.Context(t, time.Minute)
 	if err := broker.Declare(ctx, js); err != nil {
 		t.Fatal(err)
@@ -475,9 +459,9 @@ func TestConnectBeforeBrokerAndAcrossRestart(t *testing.T) {
 	}
 
 	e.Shutdown()
-	waitFor(t, 10*time.Second, "the disconnect", func() bool { return !nc.IsConnected() })
+	testutil.WaitFor(t, 10*time.Second, "the disconnect", func() bool { return !nc.IsConnected() })
 	start(t, broker.Config{Dir: dir, Listen: listen})
-	waitFor(t, 10*time.Second, "the reconnect", nc.IsConnected)
+	testutil.WaitFor(t, 10*time.Second, "the reconnect", nc.IsConnected)
 	s, err := js.Stream(ctx, schema.ResultStream)
 	if err != nil {
 		t.Fatal(err)

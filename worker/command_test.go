@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"github.com/evoq/evoq/internal/testutil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -163,7 +164,7 @@ func alive(pid int) bool {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 5*time.Second, "the script's child pid", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the script's child pid", func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -214,7 +215,7 @@ func TestCommandKillsProcessGroup(t *testing.T) {
 			if out.Status != tc.status || !strings.Contains(out.Error, tc.errHas) {
 				t.Errorf("got %s %q, want %s containing %q", out.Status, out.Error, tc.status, tc.errHas)
 			}
-			waitFor(t, 2*time.Second, "the evaluator's background child to die", func() bool { return !alive(pid) })
+			testutil.WaitFor(t, 2*time.Second, "the evaluator's background child to die", func() bool { return !alive(pid) })
 		})
 	}
 }
@@ -241,7 +242,7 @@ func TestCommandReapsStrayChildren(t *testing.T) {
 				t.Errorf("evaluation ran until its deadline: %v", ctx.Err())
 			}
 			pid := readPID(t, pidFile)
-			waitFor(t, 2*time.Second, "the stray child to die", func() bool { return !alive(pid) })
+			testutil.WaitFor(t, 2*time.Second, "the stray child to die", func() bool { return !alive(pid) })
 		})
 	}
 }

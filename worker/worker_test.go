@@ -29,22 +29,6 @@ func newDesign(t testing.TB, run string, seq uint64, genome map[string]any) *sch
 	return d
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("waited %v for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // evalFunc is an Evaluator made of a function.
 type evalFunc func(ctx context.Context, t Task) Outcome
 
@@ -259,7 +243,7 @@ func TestWorkerServesEveryDesign(t *testing.T) {
 	designs := b.publish(t, run, 1, n)
 	w := b.start(t, Config{Run: run, ID: id, Host: "node-1", Slots: slots, Evaluator: Noop{}})
 
-	waitFor(t, 5*time.Second, "presence", func() bool { return b.presence(t, run, id) != nil })
+	testutil.WaitFor(t, 5*time.Second, "presence", func() bool { return b.presence(t, run, id) != nil })
 	p := b.presence(t, run, id)
 	if p.Slots != slots || p.Worker != id || p.Run != run || p.Host != "node-1" || p.PID != os.Getpid() ||
 		p.Interval != 100*time.Millisecond || p.Leaving {
@@ -307,10 +291,10 @@ func TestWorkerServesEveryDesign(t *testing.T) {
 		t.Errorf("%d results with the first-design gap -1, want one per used slot (%d)", firsts, len(slotUse))
 	}
 
-	waitFor(t, 5*time.Second, "every design acked", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "every design acked", func() bool {
 		return b.count(t, schema.DesignStream, schema.DesignSubject(run)) == 0 && b.consumer(t, run).NumAckPending == 0
 	})
-	waitFor(t, 5*time.Second, "presence to count the evaluations", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "presence to count the evaluations", func() bool {
 		p := b.presence(t, run, id)
 		return p != nil && p.Done == n && p.Busy == 0
 	})
@@ -344,14 +328,14 @@ func TestWorkerNoPrefetch(t *testing.T) {
 	g.waitStarted(t)
 
 	var info *jetstream.ConsumerInfo
-	waitFor(t, 5*time.Second, "two designs out, three queued", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "two designs out, three queued", func() bool {
 		info = b.consumer(t, run)
 		return info.NumAckPending == 2 && info.NumPending == 3
 	})
 	if info.NumWaiting != 0 {
 		t.Errorf("%d pull requests waiting while both slots are busy", info.NumWaiting)
 	}
-	waitFor(t, 5*time.Second, "presence busy 2", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "presence busy 2", func() bool {
 		p := b.presence(t, run, id)
 		return p != nil && p.Busy == 2
 	})
@@ -395,7 +379,7 @@ func TestWorkerInProgress(t *testing.T) {
 	if res.Status != schema.StatusOK || res.Attempt != 1 || res.Duration() < 3*time.Second {
 		t.Errorf("result %s attempt %d after %v", res.Status, res.Attempt, res.Duration())
 	}
-	waitFor(t, 5*time.Second, "the design acked", func() bool { return b.consumer(t, run).NumAckPending == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the design acked", func() bool { return b.consumer(t, run).NumAckPending == 0 })
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil {
@@ -491,7 +475,7 @@ func TestWorkerOutcomes(t *testing.T) {
 			if second.Status != schema.StatusOK || second.Fitness != 0.7 || second.Slot != first.Slot || second.Gap < 0 {
 				t.Errorf("the slot did not go on: design 2 %s fitness %v slot %d gap %v", second.Status, second.Fitness, second.Slot, second.Gap)
 			}
-			waitFor(t, 5*time.Second, "both designs acked", func() bool {
+			testutil.WaitFor(t, 5*time.Second, "both designs acked", func() bool {
 				return b.count(t, schema.DesignStream, schema.DesignSubject(run)) == 0
 			})
 		})
@@ -539,7 +523,7 @@ func TestWorkerRejectsMalformedDesigns(t *testing.T) {
 			if r.Design.Seq != 2 || r.Status != schema.StatusOK {
 				t.Errorf("result for seq %d %s, want the valid design 2 ok", r.Design.Seq, r.Status)
 			}
-			waitFor(t, 5*time.Second, "both messages gone from the work queue", func() bool {
+			testutil.WaitFor(t, 5*time.Second, "both messages gone from the work queue", func() bool {
 				return b.count(t, schema.DesignStream, schema.DesignSubject(tc.run)) == 0 && b.consumer(t, tc.run).NumAckPending == 0
 			})
 			if n := seen.Load(); n != 1 {
@@ -584,7 +568,7 @@ func TestWorkerStopDrains(t *testing.T) {
 		defer cancel()
 		stopped <- w.Stop(ctx)
 	}()
-	waitFor(t, 5*time.Second, "presence to say leaving", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "presence to say leaving", func() bool {
 		p := b.presence(t, run, id)
 		return p != nil && p.Leaving && p.Busy == 1
 	})
@@ -638,7 +622,7 @@ func TestWorkerStopHandsBack(t *testing.T) {
 	if r.Worker != "w-second" || r.Attempt != 2 || r.Status != schema.StatusOK || r.Design.Seq != 1 {
 		t.Errorf("result by %s attempt %d %s, want w-second attempt 2 ok", r.Worker, r.Attempt, r.Status)
 	}
-	waitFor(t, 5*time.Second, "the design acked", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the design acked", func() bool {
 		return b.count(t, schema.DesignStream, schema.DesignSubject(run)) == 0
 	})
 	if info := b.consumer(t, run); info.Delivered.Consumer != 2 {
