@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
@@ -185,22 +185,14 @@ func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string
 
 // activeRuns lists the runs not yet done.
 func activeRuns(ctx context.Context, js jetstream.JetStream) ([]string, error) {
-	kv, err := js.KeyValue(ctx, schema.RunBucket)
+	all, err := history.FromJS(js).Runs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("no evoq run on this broker yet (%v)", err)
-	}
-	keys, err := kv.Keys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, err
 	}
 	var runs []string
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		if r, err := schema.DecodeRun(e.Value()); err == nil && r.Phase != schema.PhaseDone {
-			runs = append(runs, r.Run)
+	for _, r := range all {
+		if r.Err == nil && r.Phase != schema.PhaseDone {
+			runs = append(runs, r.ID)
 		}
 	}
 	return runs, nil
