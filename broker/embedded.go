@@ -4,7 +4,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -242,18 +241,6 @@ func lockStore(dir string) (*os.File, error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f, nil
-}
-
-// WaitForShutdown blocks until the server has stopped.
-func (e *Embedded) WaitForShutdown(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { e.srv.WaitForShutdown(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // serverLog adapts the nats-server logger to logrus and keeps the last

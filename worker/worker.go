@@ -29,8 +29,6 @@ const (
 	SlotsDefault     = 1
 	HeartbeatDefault = time.Second
 	FetchWaitDefault = 10 * time.Second
-	// JoinTimeoutDefault bounds the wait for the run's consumer to appear.
-	JoinTimeoutDefault = 0 // forever
 )
 
 // ErrConfig means a Config field is invalid; the message names it.
