@@ -141,6 +141,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	data, err := schema.EncodeRun(&schema.Run{
 		Run: c.cfg.Run, Phase: p, Budget: c.cfg.Budget, Space: c.cfg.Space.Name(),
 		SpaceYAML: c.cfg.Space.Source(), Seed: c.cfg.Seed, AckWait: c.cfg.AckWait,
+		Init: c.cfg.Init, Pool: c.cfg.Pool, Replace: string(c.cfg.Replace),
 		Created: c.created, Updated: now,
 	})
 	if err != nil {

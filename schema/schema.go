@@ -146,6 +146,11 @@ type Run struct {
 	SpaceYAML []byte        `msgpack:"space_yaml,omitempty" json:"space_yaml,omitempty"`
 	Seed      uint64        `msgpack:"seed" json:"seed"`
 	AckWait   time.Duration `msgpack:"ack_wait_ns" json:"ack_wait_ns"`
-	Created   time.Time     `msgpack:"created" json:"created"`
-	Updated   time.Time     `msgpack:"updated" json:"updated"`
+	// Init, Pool and Replace are the fold's parameters, so that a replay
+	// rebuilds the same pool; zero in runs recorded before they were kept.
+	Init    int       `msgpack:"init,omitempty" json:"init,omitempty"`
+	Pool    int       `msgpack:"pool,omitempty" json:"pool,omitempty"`
+	Replace string    `msgpack:"replace,omitempty" json:"replace,omitempty"`
+	Created time.Time `msgpack:"created" json:"created"`
+	Updated time.Time `msgpack:"updated" json:"updated"`
 }

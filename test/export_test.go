@@ -149,7 +149,8 @@ func replayJSON(t *testing.T, want int, args ...string) replayOut {
 }
 
 func testReplay(t *testing.T, sum *controller.Summary, dir string) {
-	full := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "5")
+	// --init, --pool and --replace come from the run's recorded state.
+	full := replayJSON(t, 0, "--dir", dir)
 	if full.PoolDigest != sum.PoolDigest || full.Integrity != "ok" || full.Evaluations != sum.Evaluations ||
 		full.Counts["ok"] != sum.OK || len(full.Pool) != sum.PoolSize {
 		t.Fatalf("replay %+v\ndoes not match the controller's summary %+v", full, sum)
@@ -157,7 +158,7 @@ func testReplay(t *testing.T, sum *controller.Summary, dir string) {
 	if sum.BestFitness == nil || full.Pool[0].Fitness != *sum.BestFitness {
 		t.Errorf("pool not best first: %+v, best %v", full.Pool, sum.BestFitness)
 	}
-	half := replayJSON(t, 0, "--dir", dir, "--init", "10", "--pool", "5", "--until", strconv.FormatUint(full.LastSeq/2, 10))
+	half := replayJSON(t, 0, "--dir", dir, "--until", strconv.FormatUint(full.LastSeq/2, 10))
 	if half.Evaluations >= full.Evaluations || half.Results != int(full.LastSeq/2) || half.Integrity != "ok" {
 		t.Errorf("--until %d: %d evaluations from %d results, want fewer than %d", full.LastSeq/2, half.Evaluations, half.Results, full.Evaluations)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -69,14 +70,14 @@ type replayReport struct {
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("replay", "Rebuilds the controller's pool from a run's results stream, up to --until, and checks the stream's integrity.\n"+
-		"--init, --pool and --replace must match the run's (they are not stored with it); compare the pool_digest of the\n"+
+		"--init, --pool and --replace default to the run's recorded values; compare the pool_digest of the\n"+
 		"controller's progress lines or summary with the one printed here.", c.env.Stderr)
 	c.src.register(fs)
 	fs.StringVar(&c.until, "until", "", "replay up to this stream sequence number, or this time (RFC3339)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
-	fs.IntVar(&c.init, "init", controller.InitDefault, "the run's --init (must match the run's)")
-	fs.IntVar(&c.pool, "pool", controller.PoolDefault, "the run's --pool (must match the run's)")
-	fs.StringVar(&c.replace, "replace", string(controller.ReplaceDefault), "the run's --replace: worst or oldest (must match the run's)")
+	fs.IntVar(&c.init, "init", controller.InitDefault, "the run's --init (default: recorded with the run)")
+	fs.IntVar(&c.pool, "pool", controller.PoolDefault, "the run's --pool (default: recorded with the run)")
+	fs.StringVar(&c.replace, "replace", string(controller.ReplaceDefault), "the run's --replace, worst or oldest (default: recorded with the run)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -93,6 +94,9 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
+	if replace, err = c.fromRun(fs, ri.Run, replace); err != nil {
+		return err
+	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
 		Counts: map[string]int{}, fold: controller.NewFold(c.init, c.pool, replace)}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
@@ -106,6 +110,43 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: %s", errIntegrity, strings.Join(rep.Problems, "; "))
 	}
 	return nil
+}
+
+// fromRun takes --init, --pool and --replace from the run's state where
+// they were not given, and warns where given ones differ from it: the pool
+// rebuilt then is not the run's.
+func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace controller.Replace) (controller.Replace, error) {
+	if run == nil || run.Init == 0 {
+		if !isSet(fs, "init") || !isSet(fs, "pool") || !isSet(fs, "replace") {
+			fmt.Fprintf(c.env.Stderr, "warning: run %s does not record --init, --pool and --replace; replaying with --init %d --pool %d --replace %s\n",
+				run.Run, c.init, c.pool, replace)
+		}
+		return replace, nil
+	}
+	differ := func(name string, given, recorded any) {
+		if given != recorded {
+			fmt.Fprintf(c.env.Stderr, "warning: --%s %v differs from the run's %v: the rebuilt pool is not the run's\n", name, given, recorded)
+		}
+	}
+	if isSet(fs, "init") {
+		differ("init", c.init, run.Init)
+	} else {
+		c.init = run.Init
+	}
+	if isSet(fs, "pool") {
+		differ("pool", c.pool, run.Pool)
+	} else {
+		c.pool = run.Pool
+	}
+	if isSet(fs, "replace") {
+		differ("replace", string(replace), run.Replace)
+		return replace, nil
+	}
+	r, err := controller.ParseReplace(run.Replace)
+	if err != nil {
+		return "", fmt.Errorf("run %s: recorded replace policy: %w", run.Run, err)
+	}
+	return r, nil
 }
 
 // validate checks the flags and parses --replace and --until.
