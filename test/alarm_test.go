@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,14 @@ func TestIdleAlarmNamesTheIncident(t *testing.T) {
 		}
 	}
 	t.Logf("status:\n%s", st.stdout)
+	// The report's Gantt chart shows the ghost's slots, alive and idle.
+	out := t.TempDir() + "/incident.html"
+	if rep := evoq(t, 30*time.Second, "report", "--nats", url, "--run", run, "--out", out); rep.code != 0 {
+		t.Errorf("report: exit %d\n%s", rep.code, rep.stderr)
+	} else if page, err := os.ReadFile(out); err != nil || !strings.Contains(string(page),
+		"9 slots on 2 workers, 1 of them evaluated at least one design; 8 slots never got a design") {
+		t.Errorf("report does not show the 8 idle slots (%v)", err)
+	}
 	cancel()
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))

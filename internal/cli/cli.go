@@ -43,6 +43,7 @@ var commands = map[string]entry{
 	"status":     {"show a run: phase, budget, queue, best, workers, idle slots", func(e Env) command { return &statusCmd{env: e} }},
 	"version":    {"print the version", func(e Env) command { return versionCmd{env: e} }},
 	"export":     {"write a run's results as CSV or JSON lines, one row per stored result", func(e Env) command { return &exportCmd{env: e} }},
+	"report":     {"write a run's report: one HTML page with charts, and the charts as PNGs", func(e Env) command { return &reportCmd{env: e} }},
 	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return &replayCmd{env: e} }},
 }
 
@@ -59,7 +60,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	ctx, force, stop := signalContext(ctx, stderr)
+	drains := map[string]bool{"run": true, "controller": true, "worker": true, "broker": true}[args[0]]
+	ctx, force, stop := signalContext(ctx, stderr, drains)
 	defer stop()
 	env.Force = force
 	err := e.make(env).Run(ctx, args[1:])
@@ -100,7 +102,7 @@ func usage(w io.Writer) {
 // signalContext is cancelled on the first SIGINT or SIGTERM, which asks for
 // a drain; the second cancels force, which stops at once. A command that
 // has not returned ForceGrace after that is ended.
-func signalContext(parent context.Context, stderr io.Writer) (ctx, force context.Context, stop func()) {
+func signalContext(parent context.Context, stderr io.Writer, drains bool) (ctx, force context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(parent)
 	force, forceCancel := context.WithCancel(parent)
 	ch := make(chan os.Signal, 2)
@@ -108,7 +110,11 @@ func signalContext(parent context.Context, stderr io.Writer) (ctx, force context
 	go func() {
 		select {
 		case s := <-ch:
-			fmt.Fprintf(stderr, "evoq: %s: draining; send it again to stop at once\n", s)
+			if drains {
+				fmt.Fprintf(stderr, "evoq: %s: draining; send it again to stop at once\n", s)
+			} else {
+				fmt.Fprintf(stderr, "evoq: %s: stopping\n", s)
+			}
 			cancel()
 		case <-ctx.Done():
 			return

@@ -126,7 +126,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (
 	if err != nil {
 		return nil, err
 	}
-	st.readPresence(ctx, r.JS())
+	st.readPresence(ctx, r)
 	st.readQueue(ctx, r.JS())
 	st.finish(time.Now())
 	return st, nil
@@ -166,25 +166,15 @@ func (st *runStatus) fold(r *schema.Result) {
 	}
 }
 
-func (st *runStatus) readPresence(ctx context.Context, js jetstream.JetStream) {
-	kv, err := js.KeyValue(ctx, schema.PresenceBucket)
+func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
+	ps, err := r.Presence(ctx, st.Run)
 	if err != nil {
 		return
 	}
-	keys, err := kv.ListKeysFiltered(ctx, st.Run+".*")
-	if err != nil {
-		return
-	}
-	for key := range keys.Keys() {
-		e, err := kv.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		if p, err := schema.DecodePresence(e.Value()); err == nil {
-			w := st.worker(p.Worker)
-			w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, e.Created()
-			w.Live = time.Since(e.Created()) < 3*p.Interval && !p.Leaving
-		}
+	for _, p := range ps {
+		w := st.worker(p.Worker)
+		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
+		w.Live = time.Since(p.Stored) < 3*p.Interval && !p.Leaving
 	}
 }
 

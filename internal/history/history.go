@@ -326,3 +326,40 @@ func (r *Reader) JS() jetstream.JetStream { return r.js }
 // FromJS reads through an existing JetStream client, such as a
 // controller's own connection. Its Close does nothing.
 func FromJS(js jetstream.JetStream) *Reader { return &Reader{js: js} }
+
+// PresenceEntry is a worker's last heartbeat as kept in the presence
+// bucket.
+type PresenceEntry struct {
+	schema.Presence
+	// Stored is when the broker stored the heartbeat.
+	Stored time.Time
+}
+
+// Presence returns the heartbeats of run's workers still kept in the
+// presence bucket (they expire after broker.PresenceTTL); entries that do
+// not decode are skipped.
+func (r *Reader) Presence(ctx context.Context, run string) ([]PresenceEntry, error) {
+	kv, err := r.js.KeyValue(ctx, schema.PresenceBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", schema.PresenceBucket, err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, run+".*")
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", schema.PresenceBucket, err)
+	}
+	var out []PresenceEntry
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		if p, err := schema.DecodePresence(e.Value()); err == nil {
+			out = append(out, PresenceEntry{Presence: *p, Stored: e.Created()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
+	return out, nil
+}

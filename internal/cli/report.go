@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/evoq/evoq/internal/report"
+	"github.com/evoq/evoq/schema"
+)
+
+// reportCmd writes a run's report: one HTML page and its charts as PNGs.
+type reportCmd struct {
+	env Env
+	src sourceFlags
+	out string
+	top int
+}
+
+func (c *reportCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("report", "Writes one self-contained HTML page picturing a run (best fitness against evaluations and time,\n"+
+		"a per-slot Gantt chart coloured by status, utilization over time, status breakdown, top designs),\n"+
+		"and each chart as a PNG beside it (report.html → report-gantt.png, ...).", c.env.Stderr)
+	c.src.register(fs)
+	fs.StringVar(&c.out, "out", "report.html", "the HTML file to write; the PNGs go beside it")
+	fs.IntVar(&c.top, "top", report.TopDefault, "number of designs in the top designs table")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.top < 1 {
+		return usageErr("--top %d: need at least 1", c.top)
+	}
+	if c.out == "" || strings.HasSuffix(c.out, string(os.PathSeparator)) {
+		return usageErr("--out %q: want a file name such as report.html", c.out)
+	}
+	if fi, err := os.Stat(filepath.Dir(c.out)); err != nil || !fi.IsDir() {
+		return usageErr("--out %s: directory %s does not exist", c.out, filepath.Dir(c.out))
+	}
+	src, err := c.src.source(fs, c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	r, ri, err := c.src.openRun(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	in := report.Input{RunID: ri.ID, Run: ri.Run, Generated: time.Now(), Top: c.top}
+	err = r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
+		if err != nil {
+			in.Malformed++
+			fmt.Fprintf(c.env.Stderr, "evoq report: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
+			return nil
+		}
+		in.Results = append(in.Results, report.Entry{Seq: seq, Result: res})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ps, err := r.Presence(ctx, ri.ID)
+	if err != nil {
+		fmt.Fprintf(c.env.Stderr, "evoq report: warning: workers' heartbeats not read, slots that never evaluated a design are not shown: %v\n", err)
+	}
+	for _, p := range ps {
+		in.Workers = append(in.Workers, report.Worker{ID: p.Worker, Host: p.Host, Slots: p.Slots, Started: p.Started, Heartbeat: p.Stored})
+	}
+	a := report.Analyze(in)
+	files, err := report.Write(c.out, a, in.Generated)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Stderr, "evoq report: run %s: %d evaluations, %d slots; wrote %s and %d charts (%s)\n",
+		ri.ID, a.Evaluations, a.Slots, files.HTML, len(files.PNGs), strings.Join(files.PNGs, ", "))
+	return nil
+}

@@ -1,0 +1,133 @@
+package report
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func result(seq uint64, worker string, slot int, from, to float64, st schema.Status, fit float64) Entry {
+	return Entry{Seq: seq, Result: &schema.Result{Run: "r", DesignID: schema.DesignID("r", seq),
+		Design: schema.Design{Seq: seq, Origin: schema.OriginRandom, Genome: map[string]any{"x": seq}},
+		Status: st, Fitness: fit, Worker: worker, Slot: slot, Start: at(from), Stop: at(to)}}
+}
+
+// sample: three designs on two slots of w1, design 1 evaluated a second time
+// on w2, and a ghost worker whose one slot never gets a design.
+func sample() Input {
+	return Input{RunID: "r", Run: &schema.Run{Run: "r", Phase: schema.PhaseDone, Budget: 3, Init: 2},
+		Results: []Entry{
+			result(1, "w1", 0, 0, 2, schema.StatusOK, 0.5),
+			result(2, "w1", 1, 0, 4, schema.StatusOK, 0.9),
+			result(1, "w2", 0, 1, 3, schema.StatusOK, 0.7), // a duplicate: not counted
+			result(3, "w1", 0, 2, 4, schema.StatusInfeasible, 0),
+		},
+		Workers:   []Worker{{ID: "ghost", Slots: 1, Started: at(0), Heartbeat: at(4)}},
+		Generated: at(5),
+	}
+}
+
+func TestAnalyze(t *testing.T) {
+	a := Analyze(sample())
+	if a.Evaluations != 3 || a.Duplicates != 1 || a.Counts[schema.StatusOK] != 2 || a.Counts[schema.StatusInfeasible] != 1 {
+		t.Errorf("evaluations %d duplicates %d counts %v; want 3, 1, ok 2 infeasible 1", a.Evaluations, a.Duplicates, a.Counts)
+	}
+	if a.Best == nil || *a.Best != 0.9 || a.BestID != "r-2" {
+		t.Errorf("best %v %s, want 0.9 r-2", a.Best, a.BestID)
+	}
+	if a.Slots != 4 || a.SlotsUsed != 3 || a.Workers != 3 {
+		t.Errorf("slots %d used %d workers %d; want 4, 3, 3", a.Slots, a.SlotsUsed, a.Workers)
+	}
+	// Busy 2+4+2+2 = 10 slot-seconds; live w1/0 4 + w1/1 4 + w2/0 2 + ghost 4 = 14.
+	if want := 10.0 / 14; math.Abs(a.Utilization-want) > 1e-9 {
+		t.Errorf("utilization %v, want %v", a.Utilization, want)
+	}
+	if a.spanSeconds != 4 || a.Rate != 0.75 {
+		t.Errorf("span %v rate %v, want 4 s and 0.75/s", a.spanSeconds, a.Rate)
+	}
+	wantTime := []point{{2, 0.5}, {4, 0.9}, {4, 0.9}}
+	if len(a.bestByTime) != len(wantTime) {
+		t.Fatalf("best by time %v, want %v", a.bestByTime, wantTime)
+	}
+	for i := range wantTime {
+		if a.bestByTime[i] != wantTime[i] {
+			t.Errorf("best by time %v, want %v", a.bestByTime, wantTime)
+		}
+	}
+	if len(a.Top) != 2 || a.Top[0].ID != "r-2" || a.Top[1].ID != "r-1" || a.Top[1].Fitness != 0.5 || a.Top[0].Genome != "x=2" {
+		t.Errorf("top %+v, want r-2 then r-1 (its first result, 0.5)", a.Top)
+	}
+	// The time-binned busy slots average to the busy slot-time over the span.
+	var sum float64
+	for _, p := range a.busy {
+		sum += p.y
+	}
+	if got := sum / occupancyBins * a.spanSeconds; math.Abs(got-10) > 1e-6 {
+		t.Errorf("binned busy slot-time %v, want 10", got)
+	}
+}
+
+func TestChartsAndPage(t *testing.T) {
+	for name, in := range map[string]Input{
+		"run":   sample(),
+		"empty": {RunID: "<b>new</b>", Generated: t0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := Analyze(in)
+			charts, err := a.Charts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(charts) != 5 {
+				t.Fatalf("%d charts, want 5", len(charts))
+			}
+			for _, c := range charts {
+				img, err := png.Decode(bytes.NewReader(c.PNG))
+				if err != nil {
+					t.Fatalf("chart %s: %v", c.Name, err)
+				}
+				if img.Bounds().Dx() != c.Width || img.Bounds().Dy() != c.Height || c.Width < 600 {
+					t.Errorf("chart %s: %v, recorded %d×%d", c.Name, img.Bounds(), c.Width, c.Height)
+				}
+			}
+			var page bytes.Buffer
+			if err := WriteHTML(&page, a, charts, t0); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(page.String(), "data:image/png;base64,"); n != 5 {
+				t.Errorf("page embeds %d charts, want 5", n)
+			}
+			if strings.Contains(page.String(), "<b>new</b>") {
+				t.Error("run ID not escaped")
+			}
+		})
+	}
+}
+
+func TestGanttScalesToManySlots(t *testing.T) {
+	in := Input{RunID: "big", Generated: t0}
+	for w := range 20 {
+		in.Workers = append(in.Workers, Worker{ID: "w" + string(rune('a'+w)), Slots: 500, Started: at(0), Heartbeat: at(10)})
+	}
+	in.Results = append(in.Results, result(1, "wa", 0, 0, 5, schema.StatusOK, 1))
+	a := Analyze(in)
+	c, err := a.ganttChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Slots != 10000 || !strings.Contains(c.Caption, "9999 slots never got a design") {
+		t.Errorf("slots %d, caption %q", a.Slots, c.Caption)
+	}
+	if c.Height > 18*chartDPI {
+		t.Errorf("Gantt chart %d pixels high for 10,000 slots, want at most %d", c.Height, 18*chartDPI)
+	}
+}
