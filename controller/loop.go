@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -23,6 +24,7 @@ func (c *Controller) replay(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	if err := c.foldExisting(ctx); err != nil {
 		return err
 	}
@@ -30,8 +32,10 @@ func (c *Controller) replay(ctx context.Context) error {
 	c.replayed = c.fold.Terminal()
 	c.live = true
 	if c.published > 0 {
+		took := time.Since(began)
 		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
-			"pool_digest": c.fold.Pool().Digest()}).Info("resumed run from its results stream")
+			"pool_digest": c.fold.Pool().Digest(), "replay_s": math.Round(took.Seconds()*1000) / 1000,
+			"results_per_s": math.Round(float64(c.fold.Terminal()) / max(took.Seconds(), 1e-9))}).Info("resumed run from its results stream")
 	}
 	return nil
 }

@@ -91,11 +91,23 @@ func (p *Pool) worst() int {
 // Tournament samples k distinct members uniformly and returns the fittest
 // (the first sampled wins ties). The pool must not be empty.
 func (p *Pool) Tournament(r *rand.Rand, k int) Member {
-	k = min(max(k, 1), len(p.members))
-	idx := r.Perm(len(p.members))[:k]
-	best := idx[0]
-	for _, i := range idx[1:] {
-		if p.members[i].Fitness > p.members[best].Fitness {
+	n := len(p.members)
+	k = min(max(k, 1), n)
+	best := -1
+	// A partial Fisher-Yates shuffle over a sparse index map: k draws,
+	// however large the pool.
+	swapped := make(map[int]int, k)
+	at := func(i int) int {
+		if v, ok := swapped[i]; ok {
+			return v
+		}
+		return i
+	}
+	for j := range k {
+		x := j + r.IntN(n-j)
+		i := at(x)
+		swapped[x] = at(j)
+		if best < 0 || p.members[i].Fitness > p.members[best].Fitness {
 			best = i
 		}
 	}

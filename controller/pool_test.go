@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -325,5 +326,30 @@ func TestDigestSeparatesIDs(t *testing.T) {
 	b.Add(Member{Design: schema.Design{ID: "a"}, Fitness: 1})
 	if a.Digest() == b.Digest() {
 		t.Errorf("pools of %q and %q share digest %s", "ab", "a", a.Digest())
+	}
+}
+
+// Tournament draws k distinct members uniformly and the fittest wins.
+func TestTournamentDistinctUniform(t *testing.T) {
+	p := NewPool(4, ReplaceWorst)
+	for i := range 4 {
+		p.Add(Member{Design: schema.Design{ID: schema.DesignID("t", uint64(i+1)), Seq: uint64(i + 1)}, Fitness: float64(i)})
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	wins := map[float64]int{}
+	const n = 60000
+	for range n {
+		wins[p.Tournament(r, 2).Fitness]++
+	}
+	// Pairs of distinct members: 6; member i wins the i pairs with a
+	// less fit member: P = i/6.
+	for i := range 4 {
+		want := float64(i) / 6
+		if got := float64(wins[float64(i)]) / n; math.Abs(got-want) > 0.01 {
+			t.Errorf("member %d won %.3f of tournaments of 2, want %.3f", i, got, want)
+		}
+	}
+	if p.Tournament(r, 9).Fitness != 3 {
+		t.Error("a tournament of the whole pool must pick the fittest")
 	}
 }

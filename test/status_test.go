@@ -26,6 +26,7 @@ func TestStatusWatch(t *testing.T) {
 		t.Fatalf("status --watch after SIGINT: %v\n%s", err, watch.stderr.String())
 	}
 	var done []int
+	withSlots := 0
 	for _, l := range strings.Split(strings.TrimSpace(watch.stderr.String()), "\n") {
 		if l == "evoq: interrupt: stopping" {
 			continue
@@ -40,10 +41,17 @@ func TestStatusWatch(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &st); err != nil {
 			t.Fatalf("status --watch --json printed a line that is not JSON: %q", l)
 		}
-		if st.Run != run || len(st.Workers) != 1 || st.Workers[0].Slots != 4 {
+		if st.Run != run || len(st.Workers) != 1 {
 			t.Errorf("status: %s", l)
+		} else if st.Workers[0].Slots == 4 {
+			withSlots++
+		} else {
+			t.Logf("a status without the worker's heartbeat: %s", l)
 		}
 		done = append(done, st.Done)
+	}
+	if withSlots == 0 {
+		t.Error("no status showed the worker's 4 slots")
 	}
 	if len(done) < 4 {
 		t.Fatalf("%d redraws in 2.5 s at --watch 300ms, want at least 4", len(done))

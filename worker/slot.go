@@ -9,7 +9,6 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -19,8 +18,14 @@ import (
 func (w *Worker) slot(i int) {
 	defer w.slots.Done()
 	s := &slotState{index: i, log: w.log.WithField("slot", i)}
+	defer func() {
+		s.waitStored()
+		if s.pull != nil {
+			s.pull.close()
+		}
+	}()
 	for w.fetchCtx.Err() == nil {
-		msg, err := w.next()
+		msg, err := w.next(s)
 		if err != nil {
 			w.fetchFailed(s, err)
 			continue
@@ -37,20 +42,37 @@ func (w *Worker) slot(i int) {
 type slotState struct {
 	index      int
 	log        logrus.FieldLogger
-	lastStored time.Time // when the previous result was confirmed
+	pull       *puller
+	lastStop   time.Time     // when the previous evaluation ended
+	stored     chan struct{} // closed when the previous result is stored and its design acked; nil if none
 	lastErrLog time.Time
 }
 
+// waitStored waits until the slot's previous result is stored and its
+// design acked (or handed back), so that a slot has at most one result on
+// its way to the broker.
+func (s *slotState) waitStored() {
+	if s.stored != nil {
+		<-s.stored
+		s.stored = nil
+	}
+}
+
 // next pulls exactly one design, waiting up to FetchWait.
-func (w *Worker) next() (jetstream.Msg, error) {
-	ctx, cancel := context.WithTimeout(w.fetchCtx, w.cfg.FetchWait)
-	defer cancel()
-	return w.cons.Next(jetstream.FetchContext(ctx))
+func (w *Worker) next(s *slotState) (design, error) {
+	if s.pull == nil {
+		p, err := newPuller(w.js.Conn(), w.cfg.Run, w.cfg.FetchWait)
+		if err != nil {
+			return design{}, err
+		}
+		s.pull = p
+	}
+	m, err := s.pull.next(w.fetchCtx)
+	return design{m}, err
 }
 
 func (w *Worker) fetchFailed(s *slotState, err error) {
-	if w.fetchCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+	if w.fetchCtx.Err() != nil || errors.Is(err, errNoDesign) {
 		return // nothing queued: renew the pull request
 	}
 	if time.Since(s.lastErrLog) > 10*time.Second {
@@ -64,12 +86,9 @@ func (w *Worker) fetchFailed(s *slotState, err error) {
 }
 
 // handle evaluates one design and stores its result, then acks the design.
-func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
+func (w *Worker) handle(s *slotState, msg design) {
 	start := time.Now()
-	attempt := 1
-	if meta, err := msg.Metadata(); err == nil {
-		attempt = int(meta.NumDelivered)
-	}
+	attempt := msg.Attempt()
 	d, err := schema.DecodeDesign(msg.Data())
 	if err == nil && w.space != nil {
 		if _, verr := w.space.Validate(d.Genome); verr != nil {
@@ -81,25 +100,43 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 		return
 	}
 	w.busy.Add(1)
-	defer w.busy.Add(-1)
 	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
-	defer stopProgress()
 	res, handBack := w.evaluate(s, d, attempt, start)
+	w.busy.Add(-1)
+	s.lastStop = res.Stop
 	if w.evalCtx.Err() != nil {
+		stopProgress()
 		_ = msg.Nak() // hard stop: hand the design back unevaluated
 		return
 	}
 	if handBack {
+		stopProgress()
 		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithField("error", clip(res.Error, 300)).
 			Warn("evaluator failed; design handed back for another try")
 		_ = msg.Nak()
 		return
 	}
+	// The result is stored while the slot asks for its next design: the
+	// slot is free once the evaluation ends. The design is acked only once
+	// the broker confirms the result, and a slot has at most one result on
+	// its way.
+	s.waitStored()
+	stored := make(chan struct{})
+	s.stored = stored
+	go func() {
+		defer close(stored)
+		defer stopProgress()
+		w.finish(s, msg, res)
+	}()
+}
+
+// finish stores the result of msg's design, then acks the design; if the
+// result cannot be stored the design is handed back.
+func (w *Worker) finish(s *slotState, msg design, res *schema.Result) {
 	if !w.store(s, res) {
 		_ = msg.Nak()
 		return
 	}
-	s.lastStored = time.Now()
 	w.done.Add(1)
 	w.evalTimes.add(res.Duration())
 	if w.cfg.OnStored != nil {
@@ -107,7 +144,7 @@ func (w *Worker) handle(s *slotState, msg jetstream.Msg) {
 	}
 	w.logResult(s, res)
 	if err := msg.Ack(); err != nil {
-		s.log.WithError(err).WithField("design", d.ID).Warn("ack failed; the design may be evaluated again and will count once")
+		s.log.WithError(err).WithField("design", res.DesignID).Warn("ack failed; the design may be evaluated again and will count once")
 	}
 }
 
@@ -131,12 +168,13 @@ func (w *Worker) logResult(s *slotState, r *schema.Result) {
 // identity is known and it belongs to this run, it gets a terminal error
 // result; either way it is terminated so that it does not circle between
 // slots.
-func (w *Worker) reject(s *slotState, msg jetstream.Msg, d *schema.Design, err error, attempt int, start time.Time) {
+func (w *Worker) reject(s *slotState, msg design, d *schema.Design, err error, attempt int, start time.Time) {
 	f := logrus.Fields{"bytes": len(msg.Data())}
 	if d != nil && d.ID != "" {
 		f["design"] = d.ID
 	}
 	s.log.WithFields(f).WithError(err).Error("rejected a malformed design")
+	s.waitStored()
 	if d != nil && d.Run == w.cfg.Run && d.ValidateIdentity() == nil {
 		res := w.result(s, d, attempt, start, Outcome{Status: schema.StatusError,
 			Fitness: schema.InfeasibleFitness, Error: clip("design rejected: "+err.Error(), 2000)})
@@ -158,8 +196,8 @@ func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start tim
 // result builds the result of design d from an outcome.
 func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.Time, out Outcome) *schema.Result {
 	gap := time.Duration(-1)
-	if !s.lastStored.IsZero() {
-		gap = start.Sub(s.lastStored)
+	if !s.lastStop.IsZero() {
+		gap = max(start.Sub(s.lastStop), 0)
 	}
 	return &schema.Result{
 		Run: d.Run, DesignID: d.ID, Design: *d, Status: out.Status, Fitness: out.Fitness,
@@ -206,7 +244,7 @@ func (w *Worker) evalContext() (context.Context, context.CancelFunc) {
 // inProgress tells the broker every AckWait/3 that the design is still
 // being worked on, so a long evaluation is not redelivered while its
 // worker lives. It returns the function that stops it.
-func (w *Worker) inProgress(msg jetstream.Msg) func() {
+func (w *Worker) inProgress(msg design) func() {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

@@ -43,6 +43,7 @@ var commands = map[string]entry{
 	"status":     {"show a run: phase, budget, queue, best, workers, idle slots", func(e Env) command { return &statusCmd{env: e} }},
 	"version":    {"print the version", func(e Env) command { return versionCmd{env: e} }},
 	"export":     {"write a run's results as CSV or JSON lines, one row per stored result", func(e Env) command { return &exportCmd{env: e} }},
+	"bench":      {"run named workloads end to end and print their figures; --vs-dask runs Dask side by side", func(e Env) command { return &benchCmd{env: e} }},
 	"report":     {"write a run's report: one HTML page with charts, and the charts as PNGs", func(e Env) command { return &reportCmd{env: e} }},
 	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return &replayCmd{env: e} }},
 }

@@ -76,7 +76,11 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 	}
 	defer r.Close()
 	for {
-		if err := c.show(ctx, r, ri); err != nil || c.watch == 0 {
+		err := c.show(ctx, r, ri)
+		if c.watch > 0 && ctx.Err() != nil {
+			return nil // interrupted while watching: a normal end
+		}
+		if err != nil || c.watch == 0 {
 			return err
 		}
 		select {
@@ -169,6 +173,7 @@ func (st *runStatus) fold(r *schema.Result) {
 func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 	ps, err := r.Presence(ctx, st.Run)
 	if err != nil {
+		st.Problems = append(st.Problems, "workers' heartbeats not read: "+err.Error())
 		return
 	}
 	for _, p := range ps {

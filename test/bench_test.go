@@ -1,0 +1,80 @@
+package test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// One short iteration of every benchmark workload, with the Dask baseline
+// where Debian's python3-distributed is installed: the bench code runs end
+// to end. It times nothing: figures of a smoke run mean nothing.
+func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
+	args := []string{"bench", "--smoke", "--workload", "all", "--json"}
+	dask := exec.Command("/usr/bin/python3", "-c", "import distributed").Run() == nil
+	if dask {
+		args = append(args, "--vs-dask")
+	} else {
+		t.Log("no Dask baseline: /usr/bin/python3 cannot import distributed (apt-get install python3-distributed)")
+	}
+	r := evoq(t, 5*time.Minute, args...)
+	if r.code != 0 {
+		t.Fatalf("bench: exit %d\n%s", r.code, tail(r.stderr, 3000))
+	}
+	var rep struct {
+		Smoke bool `json:"smoke"`
+		Rows  []struct {
+			Workload string `json:"workload"`
+			Evoq     *struct {
+				Evaluations int `json:"evaluations"`
+				Slots       int `json:"slots"`
+				SlotsUsed   int `json:"slots_used"`
+			} `json:"evoq"`
+			Dask   map[string]any `json:"dask"`
+			Memory *struct {
+				Evaluations int     `json:"evaluations"`
+				RSSFirstMB  float64 `json:"rss_first_mb"`
+				RSSEndMB    float64 `json:"rss_end_mb"`
+			} `json:"memory"`
+			Replay *struct {
+				Results int `json:"results"`
+			} `json:"replay"`
+		} `json:"workloads"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &rep); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	}
+	got := map[string]bool{}
+	for _, row := range rep.Rows {
+		got[row.Workload] = true
+		switch row.Workload {
+		case "noop", "sim", "scale":
+			if row.Evoq == nil || row.Evoq.Evaluations == 0 || row.Evoq.SlotsUsed != row.Evoq.Slots {
+				t.Errorf("%s: evoq figures %+v", row.Workload, row.Evoq)
+			}
+			if dask && row.Workload != "scale" {
+				if n, _ := row.Dask["evaluations"].(float64); n == 0 {
+					t.Errorf("%s: Dask figures %v", row.Workload, row.Dask)
+				}
+			}
+		case "memory":
+			if row.Memory == nil || row.Memory.RSSFirstMB <= 0 || row.Memory.RSSEndMB <= 0 {
+				t.Errorf("memory: %+v", row.Memory)
+			}
+		case "replay":
+			if rep.Rows[3].Memory == nil || row.Replay == nil || row.Replay.Results != rep.Rows[3].Memory.Evaluations {
+				t.Errorf("replay: %+v, want every result of the memory workload", row.Replay)
+			}
+		}
+	}
+	for _, w := range []string{"noop", "sim", "scale", "memory", "replay"} {
+		if !got[w] {
+			t.Errorf("no %s workload in the report", w)
+		}
+	}
+	if !rep.Smoke {
+		t.Error("a smoke run not marked as one")
+	}
+}

@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+)
+
+// errNoDesign means a pull request ended without a design: nothing was
+// queued before it expired. The slot renews it.
+var errNoDesign = errors.New("no design queued")
+
+// pullReplyGrace is how long past its expiry a pull request's answer is
+// awaited before the request is taken as lost (a broker restart).
+const pullReplyGrace = 2 * time.Second
+
+// puller asks the run's consumer for one design at a time, on an inbox the
+// slot keeps for its whole life: a JetStream pull request of batch 1 each
+// time the slot is free, which is what Consumer.Next sends, without a new
+// subscription per design.
+type puller struct {
+	nc      *nats.Conn
+	subject string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+	inbox   string
+	sub     *nats.Subscription
+	request []byte
+	expires time.Duration
+	pending bool // a request is out and unanswered
+}
+
+// pullRequest is the body of a JetStream pull request.
+type pullRequest struct {
+	Batch   int           `json:"batch"`
+	Expires time.Duration `json:"expires"`
+}
+
+func newPuller(nc *nats.Conn, run string, expires time.Duration) (*puller, error) {
+	p := &puller{nc: nc, inbox: nc.NewInbox(), expires: expires,
+		subject: fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", schema.DesignStream, schema.ConsumerName(run))}
+	var err error
+	if p.request, err = json.Marshal(pullRequest{Batch: 1, Expires: expires}); err != nil {
+		return nil, err
+	}
+	if p.sub, err = nc.SubscribeSync(p.inbox); err != nil {
+		return nil, fmt.Errorf("subscribe to the pull inbox: %w", err)
+	}
+	// One design at a time, but a late answer to a lost request must not
+	// be dropped by the client: keep the default pending limits.
+	return p, nil
+}
+
+// next returns one design, errNoDesign when the request expired empty, or
+// the broker's refusal (such as a consumer limit reached).
+func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
+	if !p.pending {
+		if err := p.nc.PublishRequest(p.subject, p.inbox, p.request); err != nil {
+			return nil, err
+		}
+		p.pending = true
+	}
+	wait, cancel := context.WithTimeout(ctx, p.expires+pullReplyGrace)
+	defer cancel()
+	for {
+		m, err := p.sub.NextMsgWithContext(wait)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err() // the request stays out; a design it brings is read next time
+		case err != nil:
+			p.pending = false // no answer at all: take the request as lost
+			return nil, errNoDesign
+		}
+		if len(m.Data) > 0 || m.Header.Get("Status") == "" {
+			p.pending = false
+			return m, nil
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "100": // heartbeat
+			continue
+		case "404", "408":
+			p.pending = false
+			return nil, errNoDesign
+		default:
+			p.pending = false
+			return nil, fmt.Errorf("pull request refused: %s %s", status, m.Header.Get("Description"))
+		}
+	}
+}
+
+func (p *puller) close() { _ = p.sub.Unsubscribe() }
+
+// design is one pulled design message, acknowledged on its reply subject
+// as the JetStream acknowledgement protocol says.
+type design struct{ m *nats.Msg }
+
+func (d design) Data() []byte { return d.m.Data }
+
+// Attempt is the delivery count, from 1.
+func (d design) Attempt() int {
+	if meta, err := d.m.Metadata(); err == nil && meta.NumDelivered > 0 {
+		return int(meta.NumDelivered)
+	}
+	return 1
+}
+
+func (d design) reply(body string) error { return d.m.Respond([]byte(body)) }
+
+// Ack says the design is done: the work queue removes it.
+func (d design) Ack() error { return d.reply("+ACK") }
+
+// Nak hands the design back for immediate redelivery.
+func (d design) Nak() error { return d.reply("-NAK") }
+
+// InProgress resets the ack deadline.
+func (d design) InProgress() error { return d.reply("+WPI") }
+
+// TermWithReason stops redelivery of the design.
+func (d design) TermWithReason(reason string) error { return d.reply("+TERM " + reason) }
