@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,8 +14,10 @@ import (
 const ReconnectWait = 250 * time.Millisecond
 
 // Connect connects to url as name and reconnects forever, logging each
-// disconnect and reconnect. When embedded is non-nil it connects in-process.
-func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger) (*nats.Conn, error) {
+// disconnect and reconnect. When embedded is non-nil it connects in-process,
+// with the admin credential when the broker has auth. The extra options,
+// such as Credential.Options and TLSOptions, come last.
+func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -35,7 +38,14 @@ func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger) (*nat
 	}
 	if embedded != nil {
 		opts = append(opts, nats.InProcessServer(embedded.Server()))
+		// The server exempts in-process clients from TLS; a tls:// URL
+		// would make the client insist on it.
+		url = strings.Replace(url, "tls://", "nats://", -1)
+		if embedded.auth {
+			opts = append(opts, embedded.admin.Options()...)
+		}
 	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", url, err)

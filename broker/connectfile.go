@@ -9,16 +9,75 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // ConnectFile is what a controller writes for its workers to find it, like
-// Dask's scheduler file: the broker's URLs and the run. It is written with
-// mode 0600, since it will hold credentials.
+// Dask's scheduler file: the broker's URLs and the run, and what it takes
+// to connect to a broker with auth or TLS. It is written with mode 0600,
+// since it may hold a credential.
 type ConnectFile struct {
 	Version int       `json:"version"`
 	URLs    []string  `json:"urls"`
 	Run     string    `json:"run,omitempty"`
 	Created time.Time `json:"created"`
+	// Role and NkeySeed are the credential to connect with (see
+	// Credential); a worker or reader credential is for Run. Empty for a
+	// broker without auth.
+	Role     Role   `json:"role,omitempty"`
+	NkeySeed string `json:"nkey_seed,omitempty"`
+	// InboxPrefix is the credential's InboxPrefix, for clients in other
+	// languages; WriteConnectFile fills it in.
+	InboxPrefix string `json:"inbox_prefix,omitempty"`
+	// TLSCA is the file of the CA certificates that signed the broker's
+	// certificate. Empty for a broker without TLS.
+	TLSCA string `json:"tls_ca,omitempty"`
+}
+
+// SetCredential puts c in the file; a run credential sets Run too.
+func (cf *ConnectFile) SetCredential(c Credential) {
+	cf.Role, cf.NkeySeed = c.Role, c.Seed
+	if c.Run != "" {
+		cf.Run = c.Run
+	}
+}
+
+// Credential is the file's credential; ok is false when it holds none.
+func (cf ConnectFile) Credential() (c Credential, ok bool) {
+	if cf.NkeySeed == "" {
+		return Credential{}, false
+	}
+	c = Credential{Role: cf.Role, Seed: cf.NkeySeed}
+	if cf.Role != RoleAdmin {
+		c.Run = cf.Run
+	}
+	return c, true
+}
+
+// Options are the client options the file asks for: its credential and
+// its CA.
+func (cf ConnectFile) Options() ([]nats.Option, error) {
+	opts, err := TLSOptions(cf.TLSCA, "", "")
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := cf.Credential(); ok {
+		opts = append(opts, c.Options()...)
+	}
+	return opts, nil
+}
+
+// checkCredential reports a credential that cannot connect.
+func (cf ConnectFile) checkCredential() error {
+	c, ok := cf.Credential()
+	if !ok {
+		if cf.Role != "" {
+			return fmt.Errorf("%w: role %s without an nkey seed", ErrCredential, cf.Role)
+		}
+		return nil
+	}
+	return c.Check()
 }
 
 // ErrConnectFile means a connect file is missing, unreadable or invalid.
@@ -28,6 +87,13 @@ var ErrConnectFile = errors.New("invalid connect file")
 // into place) with mode 0600.
 func WriteConnectFile(path string, cf ConnectFile) error {
 	cf.Version = 1
+	if err := cf.checkCredential(); err != nil {
+		return fmt.Errorf("--connect-file %s: %w", path, err)
+	}
+	cf.InboxPrefix = ""
+	if c, ok := cf.Credential(); ok {
+		cf.InboxPrefix = InboxPrefix(c.Role, c.Run)
+	}
 	if cf.Created.IsZero() {
 		cf.Created = time.Now().UTC()
 	}
@@ -66,6 +132,9 @@ func ReadConnectFile(path string) (ConnectFile, error) {
 	}
 	if cf.Version != 1 || len(cf.URLs) == 0 {
 		return cf, fmt.Errorf("%w: --connect %s: want version 1 and at least one URL", ErrConnectFile, path)
+	}
+	if err := cf.checkCredential(); err != nil {
+		return cf, fmt.Errorf("%w: --connect %s: %w", ErrConnectFile, path, err)
 	}
 	return cf, nil
 }

@@ -55,6 +55,21 @@ type Config struct {
 	// write its store (disk full, I/O error); from then on it stops
 	// answering writes. Defaults to nothing.
 	OnStoreError func(msg string)
+	// Auth makes every client authenticate, in-process ones too: an admin
+	// credential is generated at start (AdminCredential) and run
+	// credentials are added with Mint. Defaults to false: whoever reaches
+	// the port may do anything.
+	Auth bool
+	// TLSCert and TLSKey are the files of the server's certificate and
+	// key; with them clients must connect over TLS (in-process ones
+	// excepted). Defaults to none, plain TCP.
+	TLSCert, TLSKey string
+	// TLSCA is the file of the CA certificates that client certificates
+	// are checked against when TLSVerify is set. Defaults to none.
+	TLSCA string
+	// TLSVerify makes every client present a certificate signed by TLSCA
+	// (mutual TLS); in-process clients are exempt. Defaults to false.
+	TLSVerify bool
 }
 
 func (c Config) withDefaults() Config {
@@ -95,11 +110,16 @@ func SplitListen(listen string) (string, int, error) {
 
 // Embedded is a running embedded broker.
 type Embedded struct {
-	srv  *server.Server
-	log  *serverLog
-	dir  string
-	host string   // the listen host, resolved
-	lock *os.File // holds the store's lock while the server runs
+	srv   *server.Server
+	log   *serverLog
+	dir   string
+	host  string   // the listen host, resolved
+	lock  *os.File // holds the store's lock while the server runs
+	auth  bool
+	admin Credential
+
+	mu   sync.Mutex      // serializes Mint
+	opts *server.Options // what the server runs with, never handed to it (Mint hands copies)
 }
 
 // Start starts an embedded NATS server with JetStream on cfg.Dir and waits
@@ -110,11 +130,19 @@ func Start(cfg Config) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	var admin Credential
+	if cfg.Auth {
+		var pub string
+		if admin, pub, err = newCredential(RoleAdmin, ""); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+	}
 	lock, err := lockStore(opts.StoreDir)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := server.NewServer(opts)
+	srv, err := server.NewServer(opts.Clone())
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
@@ -132,7 +160,8 @@ func Start(cfg Config) (*Embedded, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
 	}
-	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host, lock: lock}, nil
+	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host, lock: lock,
+		auth: cfg.Auth, admin: admin, opts: opts}, nil
 }
 
 func serverOptions(cfg Config) (*server.Options, error) {
@@ -141,6 +170,10 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		return nil, err
 	}
 	if err := checkPort(host, port); err != nil {
+		return nil, err
+	}
+	tlsConfig, err := serverTLS(cfg)
+	if err != nil {
 		return nil, err
 	}
 	dir, err := prepareDir(cfg.Dir)
@@ -159,6 +192,8 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		NoSigs:                true,
 		NoSystemAccount:       false,
 		DisableShortFirstPing: true,
+		TLSConfig:             tlsConfig,
+		TLSVerify:             cfg.TLSVerify,
 	}, nil
 }
 

@@ -1,0 +1,316 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// Role is what a credential may do on the broker.
+type Role string
+
+// Roles. A worker or reader credential serves one run; an admin one serves
+// every run.
+const (
+	// RoleAdmin may do everything: the controller and `evoq broker`.
+	RoleAdmin Role = "admin"
+	// RoleWorker may pull its run's designs, ack them, store its run's
+	// results, raise its run's alerts, keep its presence and read its
+	// run's state (see Permissions).
+	RoleWorker Role = "worker"
+	// RoleReader may read its run's results, presence, state and work
+	// queue figures, what `evoq status`, `export`, `replay` and `report`
+	// need; nothing that writes, purges or deletes.
+	RoleReader Role = "reader"
+)
+
+// Errors of credentials.
+var (
+	// ErrNoAuth means a credential was asked of a broker started without
+	// Config.Auth.
+	ErrNoAuth = errors.New("broker runs without auth")
+	// ErrCredential means a credential's role, run or seed is invalid.
+	ErrCredential = errors.New("invalid credential")
+)
+
+// Credential is what a client connects with to a broker with auth: an nkey
+// whose seed only the client holds, and the role and run that the broker
+// granted to its public key.
+//
+// Nkeys rather than user and password: the server keeps only public keys,
+// the seed never crosses the wire (the client signs the server's nonce, so
+// nothing an eavesdropper sees on a cluster network without TLS can be
+// replayed), and a config reload, which re-authenticates every connected
+// client, costs one signature check per client. Bcrypt-hashed passwords
+// would cost tens of milliseconds per connected client on every Mint.
+type Credential struct {
+	Role Role   `json:"role"`
+	Run  string `json:"run,omitempty"`
+	// Seed is the secret: whoever holds it connects with this role.
+	Seed string `json:"nkey_seed"`
+}
+
+// Check reports ErrCredential when the role, the run or the seed is
+// invalid.
+func (c Credential) Check() error {
+	if err := checkRole(c.Role, c.Run); err != nil {
+		return err
+	}
+	_, err := c.PublicKey()
+	return err
+}
+
+// PublicKey is the public nkey the broker knows the credential by.
+func (c Credential) PublicKey() (string, error) {
+	kp, err := c.keyPair()
+	if err != nil {
+		return "", err
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
+}
+
+func (c Credential) keyPair() (nkeys.KeyPair, error) {
+	prefix, _, err := nkeys.DecodeSeed([]byte(c.Seed))
+	if err != nil || prefix != nkeys.PrefixByteUser {
+		return nil, fmt.Errorf("%w: the nkey seed is not a user seed", ErrCredential)
+	}
+	return nkeys.FromSeed([]byte(c.Seed))
+}
+
+// Options are the client options that connect with c: the nkey and, for a
+// run credential, the inbox prefix its permissions allow. An invalid
+// credential makes nats.Connect fail with ErrCredential.
+func (c Credential) Options() []nats.Option {
+	pub, err := c.PublicKey()
+	if err == nil {
+		err = checkRole(c.Role, c.Run)
+	}
+	if err != nil {
+		return []nats.Option{func(*nats.Options) error { return err }}
+	}
+	seed := []byte(c.Seed)
+	opts := []nats.Option{nats.Nkey(pub, func(nonce []byte) ([]byte, error) {
+		kp, err := nkeys.FromSeed(seed)
+		if err != nil {
+			return nil, err
+		}
+		defer kp.Wipe()
+		return kp.Sign(nonce)
+	})}
+	if p := InboxPrefix(c.Role, c.Run); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
+	return opts
+}
+
+// checkRole reports ErrCredential unless role is known and run fits it:
+// none for an admin, a valid run ID for the others.
+func checkRole(role Role, run string) error {
+	switch role {
+	case RoleAdmin:
+		if run != "" {
+			return fmt.Errorf("%w: an admin credential serves every run, not run %q", ErrCredential, run)
+		}
+		return nil
+	case RoleWorker, RoleReader:
+		if err := schema.ValidToken(run); err != nil {
+			return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, role, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: role %q: want %s, %s or %s", ErrCredential, role, RoleAdmin, RoleWorker, RoleReader)
+}
+
+// InboxPrefix is the reply-subject prefix of role's clients for run:
+// replies to their requests, pulled designs and acknowledgements of their
+// publishes arrive under it, and a run credential may subscribe nowhere
+// else, so no client can read another role's or run's replies. Clients in
+// other languages set it as their custom inbox prefix. An admin uses the
+// default, "".
+func InboxPrefix(role Role, run string) string {
+	if role == RoleAdmin || checkRole(role, run) != nil {
+		return ""
+	}
+	return "_INBOX.evoq-" + string(role) + "-" + run
+}
+
+// Permissions are the subjects role may publish and subscribe to for run:
+// nil (everything) for an admin, none at all for an unknown role. Each
+// allowed subject is commented with the client call that needs it; the
+// JetStream API answers to the client's inbox.
+func Permissions(role Role, run string) *server.Permissions {
+	if checkRole(role, run) != nil {
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Deny: []string{">"}},
+			Subscribe: &server.SubjectPermission{Deny: []string{">"}},
+		}
+	}
+	switch role {
+	case RoleWorker:
+		return workerPermissions(run)
+	case RoleReader:
+		return readerPermissions(run)
+	}
+	return nil
+}
+
+// Subjects of the JetStream API and of key-value buckets.
+const (
+	jsAPI    = "$JS.API."
+	kvStream = "KV_" // + bucket
+	kvPrefix = "$KV."
+)
+
+func streamInfo(stream string) string { return jsAPI + "STREAM.INFO." + stream }
+
+// kvKey is the subject of key in bucket.
+func kvKey(bucket, key string) string { return kvPrefix + bucket + "." + key }
+
+// directGet is the API subject that reads the last value of key in bucket
+// (nats.go's KeyValue.Get on a bucket with direct get, which every bucket
+// has). The other direct get subject, which takes the key in the request
+// body, is never granted: it could read any key.
+func directGet(bucket, key string) string {
+	return jsAPI + "DIRECT.GET." + kvStream + bucket + "." + kvKey(bucket, key)
+}
+
+// consumerCreate is the API subject that creates a consumer of any name on
+// stream, filtered to exactly filter: the server refuses a request whose
+// configured filter differs from the subject's.
+func consumerCreate(stream, filter string) string {
+	return jsAPI + "CONSUMER.CREATE." + stream + ".*." + filter
+}
+
+// ackSubjects are the reply subjects of messages delivered by consumer on
+// stream, in the server's v1 and v2 formats ($JS.ACK.<stream>.<consumer>...
+// and $JS.ACK.<domain>.<account hash>.<stream>.<consumer>...).
+func ackSubjects(stream, consumer string) []string {
+	return []string{"$JS.ACK." + stream + "." + consumer + ".>", "$JS.ACK.*.*." + stream + "." + consumer + ".>"}
+}
+
+// flowControl are the reply subjects of flow-control requests from push
+// consumers on stream (key-value watchers), in both formats.
+func flowControl(stream string) []string {
+	return []string{"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>"}
+}
+
+func workerPermissions(run string) *server.Permissions {
+	cons := schema.ConsumerName(run)
+	pub := []string{
+		jsAPI + "CONSUMER.INFO." + schema.DesignStream + "." + cons,     // js.Consumer: bind to the run's consumer, read its limits
+		jsAPI + "CONSUMER.MSG.NEXT." + schema.DesignStream + "." + cons, // Consumer.Next: pull one design
+		schema.ResultSubject(run),                                       // store a result (PubAck to the inbox)
+		schema.AlertSubject(run),                                        // alert the controller
+		streamInfo(kvStream + schema.PresenceBucket),                    // js.KeyValue binds to the bucket's stream
+		streamInfo(kvStream + schema.RunBucket),
+		kvKey(schema.PresenceBucket, run+".*"),     // KeyValue.Put and Delete of the worker's heartbeat
+		directGet(schema.PresenceBucket, run+".*"), // KeyValue.Get of a heartbeat of the run
+		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
+	}
+	pub = append(pub, ackSubjects(schema.DesignStream, cons)...) // Ack, Nak, InProgress, Term
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{
+			InboxPrefix(RoleWorker, run) + ".>", // replies, pulled designs, PubAcks
+			kvKey(schema.RunBucket, run),        // watch the run's state
+		}},
+	}
+}
+
+func readerPermissions(run string) *server.Permissions {
+	pub := []string{
+		jsAPI + "INFO",                  // js.AccountInfo: is JetStream there
+		streamInfo(schema.ResultStream), // js.Stream, Stream.Info: how many results
+		consumerCreate(schema.ResultStream, schema.ResultSubject(run)), // js.OrderedConsumer on the run's results
+		// Fetch from that ordered consumer. Its name is random, so any name
+		// is allowed; nothing granted lists the stream's consumers, so a
+		// reader cannot find another client's, which may follow another
+		// run.
+		jsAPI + "CONSUMER.MSG.NEXT." + schema.ResultStream + ".*",
+		jsAPI + "CONSUMER.INFO." + schema.DesignStream + "." + schema.ConsumerName(run), // the work queue's figures
+		streamInfo(kvStream + schema.PresenceBucket),                                    // js.KeyValue binds to the bucket's stream
+		streamInfo(kvStream + schema.RunBucket),
+		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
+		directGet(schema.PresenceBucket, run+".*"), // KeyValue.Get of the run's heartbeats
+		// KeyValue.ListKeysFiltered and Watch of the run's keys: ordered
+		// push consumers filtered to them, which ask for flow control.
+		consumerCreate(kvStream+schema.RunBucket, kvKey(schema.RunBucket, run)),
+		consumerCreate(kvStream+schema.PresenceBucket, kvKey(schema.PresenceBucket, run+".*")),
+	}
+	for _, stream := range []string{schema.ResultStream, kvStream + schema.RunBucket, kvStream + schema.PresenceBucket} {
+		// Ordered consumers and key watchers delete their consumer when
+		// they stop or reset. These streams keep their messages whatever
+		// their consumers do (limits retention), so deleting a consumer
+		// loses no data; the names of other clients' consumers are
+		// random and unlisted. The work queue's consumer, on
+		// EVOQ_DESIGNS, cannot be deleted.
+		pub = append(pub, jsAPI+"CONSUMER.DELETE."+stream+".*")
+	}
+	pub = append(pub, flowControl(kvStream+schema.RunBucket)...)
+	pub = append(pub, flowControl(kvStream+schema.PresenceBucket)...)
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{
+			InboxPrefix(RoleReader, run) + ".>",    // replies and deliveries
+			kvKey(schema.RunBucket, run),           // watch the run's state
+			kvKey(schema.PresenceBucket, run+".*"), // watch the run's heartbeats
+		}},
+	}
+}
+
+// newCredential creates a credential with a fresh nkey, from crypto/rand.
+func newCredential(role Role, run string) (Credential, string, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return Credential{}, "", fmt.Errorf("create nkey: %w", err)
+	}
+	defer kp.Wipe()
+	seed, err := kp.Seed()
+	if err != nil {
+		return Credential{}, "", fmt.Errorf("create nkey: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return Credential{}, "", fmt.Errorf("create nkey: %w", err)
+	}
+	return Credential{Role: role, Run: run, Seed: string(seed)}, pub, nil
+}
+
+// AdminCredential is the admin credential generated at Start when
+// Config.Auth is set; the zero Credential otherwise. In-process
+// connections made by Connect present it.
+func (e *Embedded) AdminCredential() Credential { return e.admin }
+
+// Mint creates a credential for role and run and adds it to the running
+// server with a config reload: connected clients stay connected and keep
+// their subscriptions. It fails with ErrNoAuth unless the broker was
+// started with Config.Auth. The credential stays valid while the server
+// runs; it is not stored, so a restarted broker needs new ones.
+func (e *Embedded) Mint(role Role, run string) (Credential, error) {
+	if err := checkRole(role, run); err != nil {
+		return Credential{}, err
+	}
+	if !e.auth {
+		return Credential{}, fmt.Errorf("mint a %s credential: %w", role, ErrNoAuth)
+	}
+	c, pub, err := newCredential(role, run)
+	if err != nil {
+		return Credential{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	opts := e.opts.Clone()
+	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: Permissions(role, run)})
+	// The server takes the options it is given as its own: hand it a copy
+	// and keep ours, so that the next Mint reads nothing it may change.
+	if err := e.srv.ReloadOptions(opts.Clone()); err != nil {
+		return Credential{}, fmt.Errorf("mint a %s credential for run %q: reload the broker's users: %w", role, run, err)
+	}
+	e.opts = opts
+	return c, nil
+}
