@@ -289,8 +289,8 @@ func (e *Embedded) AdminCredential() Credential { return e.admin }
 // Mint creates a credential for role and run and adds it to the running
 // server with a config reload: connected clients stay connected and keep
 // their subscriptions. It fails with ErrNoAuth unless the broker was
-// started with Config.Auth. The credential stays valid while the server
-// runs; it is not stored, so a restarted broker needs new ones.
+// started with Config.Auth. The credential's public key is kept in the
+// store's auth file, so it stays valid across restarts of the broker.
 func (e *Embedded) Mint(role Role, run string) (Credential, error) {
 	if err := checkRole(role, run); err != nil {
 		return Credential{}, err
@@ -304,6 +304,12 @@ func (e *Embedded) Mint(role Role, run string) (Credential, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	users := e.users
+	users.Users = append(append([]authEntry(nil), e.users.Users...), authEntry{Role: role, Run: run, Nkey: pub})
+	if err := saveAuth(e.dir, users); err != nil {
+		return Credential{}, fmt.Errorf("mint a %s credential for run %q: %w", role, run, err)
+	}
+	e.users = users
 	opts := e.opts.Clone()
 	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: Permissions(role, run)})
 	// The server takes the options it is given as its own: hand it a copy

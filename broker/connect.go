@@ -13,15 +13,30 @@ import (
 // forever: a broker restart must not end a worker.
 const ReconnectWait = 250 * time.Millisecond
 
+// A client pings its broker every PingInterval and takes the connection as
+// dead when MaxPingsOut pings in a row go unanswered, then reconnects, to
+// another URL of the list if there are several: a broker cut off without a
+// word (a network partition, a node lost) is left within about 15 s, not
+// the minutes of the NATS defaults.
+const (
+	PingInterval = 5 * time.Second
+	MaxPingsOut  = 2
+)
+
 // Connect connects to url as name and reconnects forever, logging each
-// disconnect and reconnect. When embedded is non-nil it connects in-process,
-// with the admin credential when the broker has auth. The extra options,
-// such as Credential.Options and TLSOptions, come last.
+// disconnect and reconnect. url may list several servers, comma-separated
+// (the nodes of a cluster): the client connects to one of them and fails
+// over to the others, and to the nodes the cluster tells it of. When
+// embedded is non-nil it connects in-process, with the admin credential
+// when the broker has auth. The extra options, such as Credential.Options
+// and TLSOptions, come last.
 func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(ReconnectWait),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.ReconnectBufSize(64 << 20),
 		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

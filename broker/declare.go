@@ -31,22 +31,38 @@ const (
 var ErrLimit = errors.New("consumer limit below live slots")
 
 // Declare creates or updates the design and result streams and the
-// presence and run buckets. It is idempotent.
-func Declare(ctx context.Context, js jetstream.JetStream) error {
-	for _, cfg := range streamConfigs() {
+// presence and run buckets. It is idempotent. They are kept with one copy
+// unless WithReplicas says otherwise; a stream or bucket that has more
+// copies already is refused with ErrReplicas rather than lowered, since
+// every run on the broker shares them.
+func Declare(ctx context.Context, js jetstream.JetStream, opts ...DeclareOption) error {
+	o := declareOptions{replicas: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := CheckReplicas(o.replicas); err != nil {
+		return err
+	}
+	for _, cfg := range streamConfigs(o.replicas) {
+		if err := keepsReplicas(ctx, js, cfg.Name, o.replicas); err != nil {
+			return err
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("declare stream %s: %w", cfg.Name, err)
+			return fmt.Errorf("declare stream %s: %w", cfg.Name, replicasErr(err, cfg.Name, o.replicas))
 		}
 	}
-	for _, cfg := range bucketConfigs() {
+	for _, cfg := range bucketConfigs(o.replicas) {
+		if err := keepsReplicas(ctx, js, "KV_"+cfg.Bucket, o.replicas); err != nil {
+			return err
+		}
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, err)
+			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, replicasErr(err, "KV_"+cfg.Bucket, o.replicas))
 		}
 	}
 	return nil
 }
 
-func streamConfigs() []jetstream.StreamConfig {
+func streamConfigs(replicas int) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{{
 		Name:        schema.DesignStream,
 		Description: "evoq designs waiting for a worker slot (work queue)",
@@ -55,6 +71,7 @@ func streamConfigs() []jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Duplicates:  DuplicatesDefault,
 		MaxMsgSize:  schema.MaxMessageSize,
+		Replicas:    replicas,
 	}, {
 		Name:        schema.ResultStream,
 		Description: "evoq terminal results: the durable history of every run",
@@ -63,20 +80,23 @@ func streamConfigs() []jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Duplicates:  DuplicatesDefault,
 		MaxMsgSize:  schema.MaxMessageSize,
+		Replicas:    replicas,
 	}}
 }
 
-func bucketConfigs() []jetstream.KeyValueConfig {
+func bucketConfigs(replicas int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{{
 		Bucket:      schema.PresenceBucket,
 		Description: "evoq worker heartbeats",
 		TTL:         PresenceTTL,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	}, {
 		Bucket:      schema.RunBucket,
 		Description: "evoq run states",
 		History:     4,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	}}
 }
 
@@ -91,6 +111,11 @@ type ConsumerConfig struct {
 	AckWait time.Duration
 	// MaxDeliver is the redelivery limit. Defaults to MaxDeliverDefault.
 	MaxDeliver int
+	// Replicas is the replica count the streams were declared with (see
+	// WithReplicas). The consumer follows its stream: a work-queue
+	// consumer is kept on every replica of the stream, whatever is asked.
+	// Defaults to 0, the stream's.
+	Replicas int
 }
 
 // WaitingFor is the MaxWaiting a consumer needs for slots: every free slot
@@ -121,6 +146,7 @@ func DeclareConsumer(ctx context.Context, js jetstream.JetStream, run string, cc
 		MaxDeliver:    cc.MaxDeliver,
 		MaxWaiting:    WaitingFor(cc.Slots),
 		MaxAckPending: AckPendingFor(cc.Slots),
+		Replicas:      cc.Replicas,
 	}
 	if old, err := js.Consumer(ctx, schema.DesignStream, cfg.Durable); err == nil {
 		info := old.CachedInfo()

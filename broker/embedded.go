@@ -70,6 +70,9 @@ type Config struct {
 	// TLSVerify makes every client present a certificate signed by TLSCA
 	// (mutual TLS); in-process clients are exempt. Defaults to false.
 	TLSVerify bool
+	// Cluster makes the broker one node of a JetStream cluster. Defaults
+	// to none: a single server.
+	Cluster ClusterConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -118,8 +121,9 @@ type Embedded struct {
 	auth  bool
 	admin Credential
 
-	mu   sync.Mutex      // serializes Mint
-	opts *server.Options // what the server runs with, never handed to it (Mint hands copies)
+	mu    sync.Mutex      // serializes Mint
+	users authState       // the credentials kept in the store's auth file
+	opts  *server.Options // what the server runs with, never handed to it (Mint hands copies)
 }
 
 // Start starts an embedded NATS server with JetStream on cfg.Dir and waits
@@ -130,17 +134,22 @@ func Start(cfg Config) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	var admin Credential
-	if cfg.Auth {
-		var pub string
-		if admin, pub, err = newCredential(RoleAdmin, ""); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStart, err)
-		}
-		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
-	}
 	lock, err := lockStore(opts.StoreDir)
 	if err != nil {
 		return nil, err
+	}
+	var admin Credential
+	var users authState
+	if cfg.Auth {
+		// The store's credentials outlive the process: a restarted broker
+		// lets its clients back in.
+		if users, admin, err = loadAuth(opts.StoreDir); err == nil {
+			opts.Nkeys, err = nkeyUsers(users, admin)
+		}
+		if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		}
 	}
 	srv, err := server.NewServer(opts.Clone())
 	if err != nil {
@@ -161,7 +170,7 @@ func Start(cfg Config) (*Embedded, error) {
 		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
 	}
 	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host, lock: lock,
-		auth: cfg.Auth, admin: admin, opts: opts}, nil
+		auth: cfg.Auth, admin: admin, users: users, opts: opts}, nil
 }
 
 func serverOptions(cfg Config) (*server.Options, error) {
@@ -180,7 +189,7 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server.Options{
+	opts := &server.Options{
 		ServerName:            "evoq",
 		Host:                  host,
 		Port:                  port,
@@ -194,7 +203,8 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		DisableShortFirstPing: true,
 		TLSConfig:             tlsConfig,
 		TLSVerify:             cfg.TLSVerify,
-	}, nil
+	}
+	return opts, cfg.Cluster.apply(opts)
 }
 
 // checkPort fails fast, with a hint, when the listen address is taken;

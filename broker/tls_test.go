@@ -1,16 +1,8 @@
 package broker_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,79 +13,6 @@ import (
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 )
-
-// pki is a CA and the certificate files it signed, in a temporary
-// directory.
-type pki struct {
-	dir                   string
-	ca                    string
-	serverCert, serverKey string
-	clientCert, clientKey string
-	caCert                *x509.Certificate
-	caKey                 *ecdsa.PrivateKey
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	p.caKey = newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "evoq test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.caKey.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.caCert, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	p.ca = p.write(t, "ca.pem", "CERTIFICATE", der)
-	p.serverCert, p.serverKey = p.issue(t, "server", x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = p.issue(t, "client", x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// issue makes a certificate for 127.0.0.1 and localhost signed by the CA
-// and returns its certificate and key files.
-func (p *pki) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (string, string) {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
-}
-
-func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func tlsOptions(t *testing.T, ca, cert, key string) []nats.Option {
 	t.Helper()
@@ -119,14 +38,14 @@ func tlsConnect(url string, opts ...nats.Option) error {
 
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	p := newPKI(t)
-	other := newPKI(t) // a CA the broker does not know
-	e := start(t, broker.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", TLSCert: p.serverCert, TLSKey: p.serverKey})
+	p := testutil.NewPKI(t)
+	other := testutil.NewPKI(t) // a CA the broker does not know
+	e := start(t, broker.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", TLSCert: p.ServerCert, TLSKey: p.ServerKey})
 	url := e.ClientURL()
 	if !strings.HasPrefix(url, "tls://") {
 		t.Errorf("ClientURL %s, want tls://", url)
 	}
-	c := dial(t, url, nil, tlsOptions(t, p.ca, "", "")...)
+	c := dial(t, url, nil, tlsOptions(t, p.CA, "", "")...)
 	if cs, err := c.nc.TLSConnectionState(); err != nil || !cs.HandshakeComplete {
 		t.Fatalf("not over TLS: %v", err)
 	}
@@ -136,7 +55,7 @@ func TestTLS(t *testing.T) {
 	var unknown x509.UnknownAuthorityError
 	for name, opts := range map[string][]nats.Option{
 		"no CA":      nil,
-		"another CA": tlsOptions(t, other.ca, "", ""),
+		"another CA": tlsOptions(t, other.CA, "", ""),
 	} {
 		if err := tlsConnect(strings.Replace(url, "tls://", "nats://", 1), opts...); !errors.As(err, &unknown) {
 			t.Errorf("client with %s: %v, want an unknown authority", name, err)
@@ -146,25 +65,25 @@ func TestTLS(t *testing.T) {
 
 func TestTLSVerify(t *testing.T) {
 	t.Parallel()
-	p := newPKI(t)
-	other := newPKI(t)
+	p := testutil.NewPKI(t)
+	other := testutil.NewPKI(t)
 	e := start(t, broker.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Auth: true,
-		TLSCert: p.serverCert, TLSKey: p.serverKey, TLSCA: p.ca, TLSVerify: true})
+		TLSCert: p.ServerCert, TLSKey: p.ServerKey, TLSCA: p.CA, TLSVerify: true})
 	url := e.ClientURL()
 	admin := e.AdminCredential().Options()
 	for name, opts := range map[string][]nats.Option{
-		"no certificate":              tlsOptions(t, p.ca, "", ""),
-		"a certificate of another CA": tlsOptions(t, p.ca, other.clientCert, other.clientKey),
+		"no certificate":              tlsOptions(t, p.CA, "", ""),
+		"a certificate of another CA": tlsOptions(t, p.CA, other.ClientCert, other.ClientKey),
 	} {
 		err := tlsConnect(url, append(opts, admin...)...)
 		if err == nil || !strings.Contains(err.Error(), "tls") {
 			t.Errorf("a client with %s: %v, want refused in the TLS handshake", name, err)
 		}
 	}
-	if err := tlsConnect(url, tlsOptions(t, p.ca, p.clientCert, p.clientKey)...); !errors.Is(err, nats.ErrAuthorization) {
+	if err := tlsConnect(url, tlsOptions(t, p.CA, p.ClientCert, p.ClientKey)...); !errors.Is(err, nats.ErrAuthorization) {
 		t.Errorf("a certificate without a credential: %v, want an authorization violation", err)
 	}
-	c := dial(t, url, nil, append(tlsOptions(t, p.ca, p.clientCert, p.clientKey), admin...)...)
+	c := dial(t, url, nil, append(tlsOptions(t, p.CA, p.ClientCert, p.ClientKey), admin...)...)
 	ctx := testutil.Context(t, time.Minute)
 	if err := broker.Declare(ctx, c.js); err != nil {
 		t.Fatalf("Declare over mutual TLS: %v", err)
@@ -183,7 +102,7 @@ func TestTLSVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "connect.json")
-	cf := broker.ConnectFile{URLs: e.ClientURLs(), TLSCA: p.ca}
+	cf := broker.ConnectFile{URLs: e.ClientURLs(), TLSCA: p.CA}
 	cf.SetCredential(cred)
 	if err := broker.WriteConnectFile(path, cf); err != nil {
 		t.Fatal(err)
@@ -195,7 +114,7 @@ func TestTLSVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := dial(t, strings.Join(cf.URLs, ","), nil, append(opts, tlsOptions(t, "", p.clientCert, p.clientKey)...)...)
+	w := dial(t, strings.Join(cf.URLs, ","), nil, append(opts, tlsOptions(t, "", p.ClientCert, p.ClientKey)...)...)
 	if _, err := w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(cf.Run)); err != nil {
 		t.Errorf("worker over mutual TLS binds its consumer: %v", err)
 	}
@@ -203,23 +122,23 @@ func TestTLSVerify(t *testing.T) {
 
 func TestTLSConfigErrors(t *testing.T) {
 	t.Parallel()
-	p := newPKI(t)
-	other := newPKI(t)
-	missing := filepath.Join(p.dir, "missing.pem")
+	p := testutil.NewPKI(t)
+	other := testutil.NewPKI(t)
+	missing := filepath.Join(p.Dir, "missing.pem")
 	for _, tc := range []struct {
 		name   string
 		cfg    broker.Config
 		errHas []string
 	}{
-		{"missing cert", broker.Config{TLSCert: missing, TLSKey: p.serverKey}, []string{"--tls-cert " + missing + ": no such file"}},
-		{"missing key", broker.Config{TLSCert: p.serverCert, TLSKey: missing}, []string{"--tls-key " + missing + ": no such file"}},
-		{"key without cert", broker.Config{TLSKey: p.serverKey}, []string{"--tls-key", "needs --tls-cert"}},
-		{"cert without key", broker.Config{TLSCert: p.serverCert}, []string{"--tls-cert", "needs --tls-key"}},
-		{"cert and key of two pairs", broker.Config{TLSCert: p.serverCert, TLSKey: other.serverKey}, []string{"--tls-cert " + p.serverCert, "--tls-key " + other.serverKey}},
-		{"verify without CA", broker.Config{TLSCert: p.serverCert, TLSKey: p.serverKey, TLSVerify: true}, []string{"--tls-verify needs --tls-ca"}},
-		{"CA without cert", broker.Config{TLSCA: p.ca}, []string{"--tls-ca", "need --tls-cert"}},
-		{"missing CA", broker.Config{TLSCert: p.serverCert, TLSKey: p.serverKey, TLSCA: missing}, []string{"--tls-ca " + missing + ": no such file"}},
-		{"CA that is a key", broker.Config{TLSCert: p.serverCert, TLSKey: p.serverKey, TLSCA: p.serverKey}, []string{"--tls-ca " + p.serverKey, "no PEM certificate"}},
+		{"missing cert", broker.Config{TLSCert: missing, TLSKey: p.ServerKey}, []string{"--tls-cert " + missing + ": no such file"}},
+		{"missing key", broker.Config{TLSCert: p.ServerCert, TLSKey: missing}, []string{"--tls-key " + missing + ": no such file"}},
+		{"key without cert", broker.Config{TLSKey: p.ServerKey}, []string{"--tls-key", "needs --tls-cert"}},
+		{"cert without key", broker.Config{TLSCert: p.ServerCert}, []string{"--tls-cert", "needs --tls-key"}},
+		{"cert and key of two pairs", broker.Config{TLSCert: p.ServerCert, TLSKey: other.ServerKey}, []string{"--tls-cert " + p.ServerCert, "--tls-key " + other.ServerKey}},
+		{"verify without CA", broker.Config{TLSCert: p.ServerCert, TLSKey: p.ServerKey, TLSVerify: true}, []string{"--tls-verify needs --tls-ca"}},
+		{"CA without cert", broker.Config{TLSCA: p.CA}, []string{"--tls-ca", "need --tls-cert"}},
+		{"missing CA", broker.Config{TLSCert: p.ServerCert, TLSKey: p.ServerKey, TLSCA: missing}, []string{"--tls-ca " + missing + ": no such file"}},
+		{"CA that is a key", broker.Config{TLSCert: p.ServerCert, TLSKey: p.ServerKey, TLSCA: p.ServerKey}, []string{"--tls-ca " + p.ServerKey, "no PEM certificate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -246,8 +165,8 @@ func TestTLSConfigErrors(t *testing.T) {
 		errHas        string
 	}{
 		{"missing CA", missing, "", "", "--tls-ca " + missing + ": no such file"},
-		{"cert without key", "", p.clientCert, "", "--tls-cert " + p.clientCert + " needs --tls-key"},
-		{"missing cert", p.ca, missing, p.clientKey, "--tls-cert " + missing + ": no such file"},
+		{"cert without key", "", p.ClientCert, "", "--tls-cert " + p.ClientCert + " needs --tls-key"},
+		{"missing cert", p.CA, missing, p.ClientKey, "--tls-cert " + missing + ": no such file"},
 	} {
 		t.Run("client "+tc.name, func(t *testing.T) {
 			t.Parallel()

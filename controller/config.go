@@ -64,6 +64,10 @@ type Config struct {
 	// AckWait and MaxDeliver configure the consumer; see broker.
 	AckWait    time.Duration
 	MaxDeliver int
+	// Replicas is the number of copies of the streams and buckets, each on
+	// another node of a JetStream cluster: 1, 3 or 5 (broker.WithReplicas),
+	// at most the cluster's size. Defaults to 1.
+	Replicas int
 	// Progress is the period of the progress log line. Defaults to
 	// ProgressDefault.
 	Progress time.Duration
@@ -93,6 +97,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Pool, PoolDefault)
 	setDefault(&c.Tournament, min(TournamentDefault, c.Pool))
 	setDefault(&c.ExpectSlots, 1)
+	setDefault(&c.Replicas, 1)
 	if c.Replace == "" {
 		c.Replace = ReplaceDefault
 	}
@@ -153,6 +158,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
 		}
 	}
+	if err := broker.CheckReplicas(c.Replicas); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	for i, g := range c.Seeds {
 		if _, err := c.Space.Validate(g); err != nil {
 			return fmt.Errorf("%w: --from-run: seed %d does not fit the search space: %v", ErrConfig, i+1, err)
@@ -175,7 +183,7 @@ func (c Config) Fields() logrus.Fields {
 		"run": c.Run, "space": c.Space.Name(), "budget": c.Budget, "init": c.Init,
 		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": c.Seed,
 		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
-		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots,
+		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
 	}
 }
 

@@ -28,6 +28,9 @@ type Controller struct {
 	js  jetstream.JetStream
 	cfg Config
 	log logrus.FieldLogger
+	// debug is whether the log takes debug lines: one per result is only
+	// built when it does.
+	debug bool
 
 	fold       *Fold
 	published  uint64 // designs 1..published are on the queue or done
@@ -43,12 +46,19 @@ type Controller struct {
 	live       bool // replay is over: results beyond published are foreign
 	idle       idleSince
 	lastAlarm  time.Time
+	limitsFor  int // live slots the consumer's limits were last checked for
 
-	results  chan resultMsg
-	presence chan presenceEvent
-	lost     chan uint64
-	alerts   chan string
-	lastLog  time.Time
+	results chan resultMsg
+	// The consumer of the results stream (see ResultsStall).
+	stopResults  func()
+	resultsGen   int       // its generation: what earlier ones read is dropped
+	resultsSeq   uint64    // stream sequence of the last result read
+	resultsAt    time.Time // when it was read
+	resultsCheck time.Time // when the broker was last asked for unread results
+	presence     chan presenceEvent
+	lost         chan uint64
+	alerts       chan string
+	lastLog      time.Time
 }
 
 // New checks cfg and returns a controller; Run runs the search.
@@ -61,6 +71,7 @@ func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
 		js:       js,
 		cfg:      cfg,
 		log:      cfg.Logger.WithField("run", cfg.Run),
+		debug:    debugEnabled(cfg.Logger),
 		fold:     NewFold(cfg.Init, cfg.Pool, cfg.Replace),
 		slots:    newSlotTracker(),
 		idle:     idleSince{},
@@ -101,33 +112,73 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 }
 
 func (c *Controller) declare(ctx context.Context) error {
-	if err := broker.Declare(ctx, c.js); err != nil {
+	err := startRetry(ctx, c.log, "declare the streams and buckets", func() error {
+		return broker.Declare(ctx, c.js, broker.WithReplicas(c.cfg.Replicas))
+	})
+	if err != nil {
 		return err
 	}
-	var err error
-	if c.runKV, err = c.js.KeyValue(ctx, schema.RunBucket); err != nil {
-		return fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+	err = startRetry(ctx, c.log, "open bucket "+schema.RunBucket, func() (err error) {
+		c.runKV, err = c.js.KeyValue(ctx, schema.RunBucket)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	// The run state, with its search space, exists before the consumer, so
 	// a worker that finds the consumer finds the space too.
 	if err := c.setPhase(ctx, schema.PhaseStarting); err != nil {
 		return err
 	}
-	cons, err := broker.DeclareConsumer(ctx, c.js, c.cfg.Run, broker.ConsumerConfig{
-		Slots: c.cfg.ExpectSlots, AckWait: c.cfg.AckWait, MaxDeliver: c.cfg.MaxDeliver,
+	err = startRetry(ctx, c.log, "declare the run's consumer", func() (err error) {
+		c.cons, err = broker.DeclareConsumer(ctx, c.js, c.cfg.Run, broker.ConsumerConfig{
+			Slots: c.cfg.ExpectSlots, AckWait: c.cfg.AckWait, MaxDeliver: c.cfg.MaxDeliver, Replicas: c.cfg.Replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	c.cons = cons
-	if c.designs, err = c.js.Stream(ctx, schema.DesignStream); err != nil {
-		return fmt.Errorf("open stream %s: %w", schema.DesignStream, err)
+	err = startRetry(ctx, c.log, "open stream "+schema.DesignStream, func() (err error) {
+		c.designs, err = c.js.Stream(ctx, schema.DesignStream)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	info := cons.CachedInfo()
+	info := c.cons.CachedInfo()
 	c.log.WithFields(logrus.Fields{"consumer": info.Name, "max_waiting": info.Config.MaxWaiting,
 		"max_ack_pending": info.Config.MaxAckPending, "ack_wait": info.Config.AckWait,
-		"max_deliver": info.Config.MaxDeliver}).Info("work queue ready")
+		"max_deliver": info.Config.MaxDeliver, "replicas": c.cfg.Replicas}).Info("work queue ready")
 	return nil
+}
+
+// StartRetry bounds the retries of the controller's first requests to the
+// broker: a JetStream cluster that is starting, or electing new leaders
+// after losing a node, refuses or leaves unanswered its requests for a few
+// seconds.
+const StartRetry = time.Minute
+
+// startRetry is retry for StartRetry at most; it gives up at once on a
+// replica count that does not fit the broker.
+func startRetry(ctx context.Context, log logrus.FieldLogger, what string, op func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, StartRetry)
+	defer cancel()
+	var last error
+	err := retry(ctx, log, what, func() error {
+		last = op()
+		if errors.Is(last, broker.ErrReplicas) {
+			return nil
+		}
+		return last
+	})
+	switch {
+	case errors.Is(last, broker.ErrReplicas):
+		return last
+	case err != nil && last != nil && !errors.Is(err, ErrStoreFull):
+		return fmt.Errorf("%s: %w", what, last) // the broker's reason, not the deadline's
+	}
+	return err
 }
 
 // setPhase records the run's phase in the run bucket, retrying across a
@@ -207,4 +258,16 @@ func (c *Controller) awaitSlots(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// debugEnabled reports whether log takes debug lines; true when it cannot
+// tell.
+func debugEnabled(log logrus.FieldLogger) bool {
+	switch l := log.(type) {
+	case *logrus.Logger:
+		return l.IsLevelEnabled(logrus.DebugLevel)
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -20,11 +21,18 @@ import (
 // a design that leaves it afterwards had its result stored before its ack,
 // so the fold, read to its end later, has it.
 func (c *Controller) replay(ctx context.Context) error {
-	last, err := c.lastQueued(ctx)
+	var last uint64
+	err := startRetry(ctx, c.log, "read the work queue", func() (err error) {
+		last, err = c.lastQueued(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	began := time.Now()
+	// Replay allocates a short-lived result per stored one: fewer, larger
+	// collections while it lasts cost a little memory for a lot of CPU.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	if err := c.foldExisting(ctx); err != nil {
 		return err
 	}
@@ -42,13 +50,16 @@ func (c *Controller) replay(ctx context.Context) error {
 
 // foldExisting applies results until the consumer reports none pending.
 func (c *Controller) foldExisting(ctx context.Context) error {
-	info, err := c.js.Stream(ctx, schema.ResultStream)
+	var si *jetstream.StreamInfo
+	err := startRetry(ctx, c.log, "read stream "+schema.ResultStream, func() error {
+		st, err := c.js.Stream(ctx, schema.ResultStream)
+		if err == nil {
+			si, err = st.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(c.cfg.Run)))
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("open stream %s: %w", schema.ResultStream, err)
-	}
-	si, err := info.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(c.cfg.Run)))
-	if err != nil {
-		return fmt.Errorf("stream info %s: %w", schema.ResultStream, err)
+		return err
 	}
 	if si.State.Subjects[schema.ResultSubject(c.cfg.Run)] == 0 {
 		return nil
@@ -83,6 +94,9 @@ func (c *Controller) lastQueued(ctx context.Context) (uint64, error) {
 }
 
 func (c *Controller) apply(m resultMsg) {
+	if !c.current(m) {
+		return
+	}
 	if m.err != nil {
 		f := logrus.Fields{"stream_seq": m.seq}
 		if m.res != nil {
@@ -105,6 +119,9 @@ func (c *Controller) apply(m resultMsg) {
 }
 
 func (c *Controller) logResult(r *schema.Result) {
+	if !c.debug {
+		return
+	}
 	c.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "fitness": r.Fitness,
 		"worker": r.Worker, "slot": r.Slot, "attempt": r.Attempt, "duration": r.Duration().Round(time.Microsecond),
 		"origin": r.Design.Origin}).Debug("result")
@@ -142,6 +159,8 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 	case a := <-c.alerts:
 		return fmt.Errorf("%w: a worker reports that its result was refused (%s)", ErrStoreFull, a)
 	case <-tick:
+		c.checkResults(ctx)
+		c.checkLimits(ctx, c.liveSlots())
 		c.progress(false)
 		c.sweepIfQuiet(ctx)
 		c.idleAlarm(ctx, c.cfg.Now())
@@ -262,17 +281,26 @@ func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error 
 			futures[i] = nil
 		}
 	}
+	wait, cancel := context.WithTimeout(ctx, ConfirmWait)
+	defer cancel()
 	for i, f := range futures {
-		if err := c.confirm(ctx, f, subject, batch[i].ID, data[i]); err != nil {
+		if err := c.confirm(ctx, wait, f, subject, batch[i].ID, data[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// confirm waits for one asynchronous publish; a failed one is republished
-// synchronously (the same Nats-Msg-Id, so never twice) until it is stored.
-func (c *Controller) confirm(ctx context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
+// ConfirmWait bounds the wait for the broker's confirmations of a batch of
+// designs. A confirmation can be lost with no error (the stream's leader
+// died after taking the design, or the connection went dead without a
+// word): what is unconfirmed then is republished.
+const ConfirmWait = 5 * time.Second
+
+// confirm waits, until wait ends, for one asynchronous publish; a failed or
+// unconfirmed one is republished synchronously (the same Nats-Msg-Id, so
+// never stored twice) until it is stored.
+func (c *Controller) confirm(ctx, wait context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
 	if f != nil {
 		select {
 		case ack := <-f.Ok():
@@ -284,8 +312,10 @@ func (c *Controller) confirm(ctx context.Context, f jetstream.PubAckFuture, subj
 			if broker.StoreFull(err) {
 				return fmt.Errorf("publish design %s: %w: %v", id, ErrStoreFull, err)
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 	}
 	return retry(ctx, c.log.WithField("design", id), "publish design", func() error {
@@ -308,14 +338,24 @@ func (c *Controller) onPresence(ctx context.Context, ev presenceEvent) {
 	}
 }
 
+// checkLimits keeps the consumer's limits above live slots. It asks the
+// broker only when live exceeds the count it last checked for; when the
+// broker cannot answer (a cluster electing a new leader) the next tick
+// tries again.
 func (c *Controller) checkLimits(ctx context.Context, live int) {
+	if live <= c.limitsFor {
+		return
+	}
 	if err := broker.RaiseAckPending(ctx, c.js, c.cons, live+MarginFor(live)); err != nil {
-		c.log.WithError(err).Error("could not raise the consumer's MaxAckPending; slots beyond it will idle")
+		c.log.WithError(err).Warn("could not raise the consumer's MaxAckPending yet; retrying")
+		return
 	}
 	info, err := c.cons.Info(ctx)
 	if err != nil {
+		c.log.WithError(err).Warn("could not read the consumer's limits yet; retrying")
 		return
 	}
+	c.limitsFor = live
 	if err := broker.CheckLimits(info, live); err != nil {
 		c.log.WithError(err).Error("slots will idle")
 	}

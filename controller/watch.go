@@ -12,14 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// resultMsg is one message of the results stream, decoded or not.
-type resultMsg struct {
-	res     *schema.Result
-	err     error
-	pending uint64 // messages still to come on the run's subject
-	seq     uint64 // stream sequence
-}
-
 // presenceEvent is a presence put or a removal (p nil).
 type presenceEvent struct {
 	worker string
@@ -30,7 +22,7 @@ type presenceEvent struct {
 // presence watch and the max-deliveries advisory subscription. They stop
 // with ctx.
 func (c *Controller) startWatches(ctx context.Context) error {
-	if err := c.consumeResults(ctx); err != nil {
+	if err := startRetry(ctx, c.log, "consume results", func() error { return c.consumeResults(ctx) }); err != nil {
 		return err
 	}
 	if err := c.watchPresence(ctx); err != nil {
@@ -61,40 +53,18 @@ func (c *Controller) watchAlerts(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) consumeResults(ctx context.Context) error {
-	cons, err := c.js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schema.ResultSubject(c.cfg.Run)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("consume results: %w", err)
-	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		m := resultMsg{}
-		m.res, m.err = schema.DecodeResult(msg.Data())
-		if meta, err := msg.Metadata(); err == nil {
-			m.pending, m.seq = meta.NumPending, meta.Sequence.Stream
-		}
-		select {
-		case c.results <- m:
-		case <-ctx.Done():
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("consume results: %w", err)
-	}
-	go func() { <-ctx.Done(); cc.Stop() }()
-	return nil
-}
-
 // watchPresence follows the run's presence heartbeats. It subscribes to
 // the bucket's subjects with a plain NATS subscription, which the client
 // renews by itself across broker restarts, then reads the entries already
 // there.
 func (c *Controller) watchPresence(ctx context.Context) error {
-	kv, err := c.js.KeyValue(ctx, schema.PresenceBucket)
+	var kv jetstream.KeyValue
+	err := startRetry(ctx, c.log, "open bucket "+schema.PresenceBucket, func() (err error) {
+		kv, err = c.js.KeyValue(ctx, schema.PresenceBucket)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("open bucket %s: %w", schema.PresenceBucket, err)
+		return err
 	}
 	prefix := "$KV." + schema.PresenceBucket + "." + c.cfg.Run + "."
 	sub, err := c.js.Conn().Subscribe(prefix+"*", func(m *nats.Msg) {
@@ -105,9 +75,13 @@ func (c *Controller) watchPresence(ctx context.Context) error {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
-	keys, err := kv.ListKeysFiltered(ctx, c.cfg.Run+".*")
+	var keys jetstream.KeyLister
+	err = startRetry(ctx, c.log, "list presence", func() (err error) {
+		keys, err = kv.ListKeysFiltered(ctx, c.cfg.Run+".*")
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("list presence: %w", err)
+		return err
 	}
 	go func() {
 		for key := range keys.Keys() {

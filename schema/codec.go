@@ -135,7 +135,9 @@ func decode(b []byte, v any, kind string) (err error) {
 			err = fmt.Errorf("%w: %s: %v", ErrMalformed, kind, p)
 		}
 	}()
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec := msgpack.GetDecoder() // pooled: its scratch buffer outlives one message
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(b))
 	dec.UseLooseInterfaceDecoding(true)
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, kind, err)
@@ -167,6 +169,12 @@ func Normalize(v any) any {
 // checkVersion reads only the "v" field, so that a message of another
 // version is reported as such even if its other fields have changed shape.
 func checkVersion(b []byte, kind string) error {
+	if v, ok := leadingVersion(b); ok {
+		if v != Version {
+			return fmt.Errorf("%w: %s has version %d, this build speaks %d", ErrVersion, kind, v, Version)
+		}
+		return nil
+	}
 	var head struct {
 		V *int `msgpack:"v"`
 	}
@@ -181,6 +189,34 @@ func checkVersion(b []byte, kind string) error {
 		return fmt.Errorf("%w: %s has version %d, this build speaks %d", ErrVersion, kind, *head.V, Version)
 	}
 	return nil
+}
+
+// leadingVersion reads the version without decoding the message when it
+// comes first, as evoq and the documented encoders write it: a map whose
+// first key is "v" with a small non-negative integer. ok is false for any
+// other shape, which the full decode then judges.
+func leadingVersion(b []byte) (v int, ok bool) {
+	i := 0
+	switch {
+	case len(b) > 0 && b[0] >= 0x80 && b[0] <= 0x8f: // fixmap
+		i = 1
+	case len(b) > 2 && b[0] == 0xde: // map 16
+		i = 3
+	case len(b) > 4 && b[0] == 0xdf: // map 32
+		i = 5
+	default:
+		return 0, false
+	}
+	if len(b) < i+3 || b[i] != 0xa1 || b[i+1] != 'v' { // fixstr "v"
+		return 0, false
+	}
+	switch c := b[i+2]; {
+	case c <= 0x7f: // positive fixint
+		return int(c), true
+	case c == 0xcc && len(b) > i+3: // uint 8
+		return int(b[i+3]), true
+	}
+	return 0, false
 }
 
 func invalid(kind, field, format string, args ...any) error {

@@ -14,11 +14,24 @@ import (
 // stopped, then removes it.
 func (w *Worker) presence() {
 	defer w.bg.Done()
-	kv, err := w.js.KeyValue(w.evalCtx, schema.PresenceBucket)
-	if err != nil {
-		w.log.WithError(err).Error("presence bucket unavailable: the controller will not count this worker's slots")
-		<-w.slotsDone
-		return
+	// The bucket may be out of reach a while (a broker cluster electing a
+	// leader): keep asking, loudly, since the controller counts only the
+	// slots it hears of.
+	var kv jetstream.KeyValue
+	for delay, warned := 250*time.Millisecond, (time.Time{}); ; delay = min(2*delay, 5*time.Second) {
+		var err error
+		if kv, err = w.js.KeyValue(w.evalCtx, schema.PresenceBucket); err == nil {
+			break
+		}
+		if time.Since(warned) > 10*time.Second {
+			w.log.WithError(err).Error("presence bucket unavailable: the controller does not count this worker's slots until it is back; retrying")
+			warned = time.Now()
+		}
+		select {
+		case <-w.slotsDone:
+			return
+		case <-time.After(delay):
+		}
 	}
 	key := schema.PresenceKey(w.cfg.Run, w.cfg.ID)
 	t := time.NewTicker(w.cfg.Heartbeat)

@@ -24,13 +24,14 @@ const pullReplyGrace = 2 * time.Second
 // time the slot is free, which is what Consumer.Next sends, without a new
 // subscription per design.
 type puller struct {
-	nc      *nats.Conn
-	subject string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
-	inbox   string
-	sub     *nats.Subscription
-	request []byte
-	expires time.Duration
-	pending bool // a request is out and unanswered
+	nc         *nats.Conn
+	subject    string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+	inbox      string
+	sub        *nats.Subscription
+	request    []byte
+	expires    time.Duration
+	pending    bool   // a request is out and unanswered
+	reconnects uint64 // the connection's reconnects when it was sent
 }
 
 // pullRequest is the body of a JetStream pull request.
@@ -61,18 +62,28 @@ func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
 		if err := p.nc.PublishRequest(p.subject, p.inbox, p.request); err != nil {
 			return nil, err
 		}
-		p.pending = true
+		p.pending, p.reconnects = true, p.nc.Stats().Reconnects
 	}
 	wait, cancel := context.WithTimeout(ctx, p.expires+pullReplyGrace)
 	defer cancel()
 	for {
-		m, err := p.sub.NextMsgWithContext(wait)
+		// Wait in short steps: a request sent before the client reconnected
+		// (to another node of a cluster, say) may be lost with the old
+		// connection, and is sent again at once.
+		step, stepCancel := context.WithTimeout(wait, time.Second)
+		m, err := p.sub.NextMsgWithContext(step)
+		stepCancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err() // the request stays out; a design it brings is read next time
-		case err != nil:
+		case err != nil && wait.Err() != nil:
 			p.pending = false // no answer at all: take the request as lost
 			return nil, errNoDesign
+		case err != nil && p.nc.Stats().Reconnects != p.reconnects:
+			p.pending = false
+			return nil, errNoDesign
+		case err != nil:
+			continue
 		}
 		if len(m.Data) > 0 || m.Header.Get("Status") == "" {
 			p.pending = false
@@ -84,6 +95,14 @@ func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
 		case "404", "408":
 			p.pending = false
 			return nil, errNoDesign
+		case "409":
+			p.pending = false
+			if d := m.Header.Get("Description"); d == "Server Shutdown" || d == "Leadership Change" {
+				// The broker goes away or hands the stream on: the request
+				// is renewed once the client has reconnected.
+				return nil, errNoDesign
+			}
+			return nil, fmt.Errorf("pull request refused: 409 %s", m.Header.Get("Description"))
 		default:
 			p.pending = false
 			return nil, fmt.Errorf("pull request refused: %s %s", status, m.Header.Get("Description"))

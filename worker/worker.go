@@ -195,8 +195,20 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.checkLimits(info); err != nil {
 		return err
 	}
-	if w.space, err = w.runSpace(ctx); err != nil {
-		return err
+	// Retried a while: a broker cluster may be electing a leader.
+	for delay, deadline := 250*time.Millisecond, time.Now().Add(time.Minute); ; delay = min(2*delay, 5*time.Second) {
+		if w.space, err = w.runSpace(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		w.log.WithError(err).Warn("reading the run's search space failed; retrying")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
 	}
 	w.started = time.Now()
 	w.evalCtx, w.evalCancel = context.WithCancel(ctx)

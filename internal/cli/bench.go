@@ -68,7 +68,7 @@ var workloads = []*workload{
 		target: "util_steady >= 0.98 and gap_p99_ms <= 5"},
 	{name: "scale", about: "10,000 slots in 20 worker processes, simulated training with mean 5 s, 30% infeasible",
 		args: []string{"--evaluator", "sim", "--slots", "10000", "--workers", "20", "--sim-mean", "5", "--sim-fail", "0.3",
-			"--budget", "60000", "--init", "100", "--pool", "50", "--wait-slots", "10000"},
+			"--budget", "100000", "--init", "100", "--pool", "50", "--wait-slots", "10000"},
 		smokeArgs: []string{"--evaluator", "sim", "--slots", "200", "--workers", "4", "--sim-mean", "0.1", "--sim-fail", "0.3",
 			"--budget", "600", "--init", "20", "--pool", "10", "--wait-slots", "200"},
 		target: "slots_used == slots and util_steady >= 0.97"},

@@ -20,10 +20,12 @@ const PublishTimeout = 30 * time.Second
 // session is a broker connection, with the embedded broker when there is
 // one.
 type session struct {
-	url      string
-	embedded *broker.Embedded
-	nc       *nats.Conn
-	js       jetstream.JetStream
+	url        string
+	embedded   *broker.Embedded
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	sec        *securityFlags
+	credential *broker.Credential // the external broker's credential, from --connect
 	// storeFailed is closed when the embedded broker cannot write its store.
 	storeFailed chan struct{}
 	storeErr    string
@@ -31,7 +33,7 @@ type session struct {
 
 // open starts the embedded broker (unless b.nats is set) and connects.
 func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error) {
-	s := &session{url: b.nats, storeFailed: make(chan struct{})}
+	s := &session{url: b.nats, storeFailed: make(chan struct{}), sec: &b.sec, credential: b.sec.credential}
 	if b.nats == "" {
 		cfg := b.cfg
 		cfg.Logger = log
@@ -41,14 +43,23 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 			return nil, err
 		}
 		s.embedded, s.url = e, e.ClientURL()
-		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore}).Info("embedded broker ready")
+		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore,
+			"auth": cfg.Auth, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
+		b.sec.warn(log, cfg)
 	}
-	nc, err := broker.Connect(s.url, name, s.embedded, log)
+	nc, err := broker.Connect(s.url, name, s.embedded, log, b.sec.clientOpts...)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	s.nc = nc
+	if s.embedded != nil {
+		// Controllers elsewhere ask this broker for their runs' credentials.
+		if err := s.embedded.ServeMint(nc); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
 	if s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishTimeout)); err != nil {
 		s.close()
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -61,6 +72,11 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 func (s *session) waitConnected(ctx context.Context, log logrus.FieldLogger) error {
 	last := time.Now()
 	for !s.nc.IsConnected() {
+		if err := s.nc.LastError(); err != nil && authRefused(err) {
+			return fmt.Errorf("connect to %s: the broker refused the credentials (%v): give the connect file the controller or broker wrote (--connect FILE)", s.url, err)
+		} else if err != nil && tlsRefused(err) {
+			return fmt.Errorf("connect to %s: TLS failed (%v): the broker's CA comes with the connect file or --tls-ca; a broker with --tls-verify needs --tls-cert and --tls-key", s.url, err)
+		}
 		if time.Since(last) > 5*time.Second {
 			log.WithField("url", s.url).Warn("broker not reachable yet; still trying")
 			last = time.Now()
@@ -92,4 +108,22 @@ func (s *session) close() {
 	if s.embedded != nil {
 		s.embedded.Shutdown()
 	}
+}
+
+// authRefused reports whether err is the broker refusing a client's
+// credentials (or their absence).
+func authRefused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "authorization violation") || strings.Contains(msg, "authentication")
+}
+
+// tlsRefused reports whether err is a TLS handshake or certificate failure.
+func tlsRefused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, w := range []string{"tls", "x509", "certificate"} {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }

@@ -30,6 +30,7 @@ type controllerCmd struct {
 	runGiven    bool
 	fromRun     string
 	metricsAddr string
+	replicas    int
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -42,6 +43,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.fromRun, "from-run", "", "seed the initial population with the best designs of this earlier run (same store or broker)")
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for `evoq worker --connect`")
+	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
 }
 
 func (c *controllerCmd) Run(ctx context.Context, args []string) error {
@@ -75,7 +77,7 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
 		return err
 	}
-	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
+	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
 		return err
 	}
 	return runController(ctx, s, cfg, c.env, c.jsonOut, nil)
@@ -157,15 +159,33 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// writeConnectFile writes --connect-file, if given.
-func (c *controllerCmd) writeConnectFile(s *session, run string, log logrus.FieldLogger) error {
+// writeConnectFile writes --connect-file, if given: the broker URLs, the
+// run and, on a broker with auth, a worker credential for the run; beside
+// it (run-reader.json) the same with a reader credential, for status,
+// export, replay and report.
+func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run string, log logrus.FieldLogger) error {
 	if c.connectFile == "" {
 		return nil
 	}
-	if err := broker.WriteConnectFile(c.connectFile, broker.ConnectFile{URLs: s.urls(), Run: run}); err != nil {
+	cf, err := s.connectFile(ctx, broker.RoleWorker, run)
+	if err != nil {
 		return err
 	}
-	log.WithFields(logrus.Fields{"file": c.connectFile, "urls": strings.Join(s.urls(), ",")}).Info("connect file written")
+	if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
+		return err
+	}
+	fields := logrus.Fields{"file": c.connectFile, "urls": strings.Join(cf.URLs, ","), "role": cf.Role}
+	if cf.Role != "" {
+		rf, err := s.connectFile(ctx, broker.RoleReader, run)
+		if err != nil {
+			return err
+		}
+		if err := broker.WriteConnectFile(readerFile(c.connectFile), rf); err != nil {
+			return err
+		}
+		fields["reader_file"] = readerFile(c.connectFile)
+	}
+	log.WithFields(fields).Info("connect file written")
 	return nil
 }
 
@@ -176,12 +196,16 @@ func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error
 	if c.waitSlots < 0 {
 		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)
 	}
+	if err := c.checkReplicas(); err != nil {
+		return controller.Config{}, err
+	}
 	c.runGiven = c.s.run != ""
 	if !c.runGiven {
 		c.s.run = defaultRunID() // replaced by the stored run's ID with --resume
 	}
 	cfg, err := c.s.config(log)
 	cfg.WaitSlots = c.waitSlots
+	cfg.Replicas = c.replicas
 	return cfg, err
 }
 

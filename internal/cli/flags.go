@@ -93,6 +93,7 @@ type brokerFlags struct {
 	dir, listen, nats string
 	sync, maxStore    string
 	cfg               broker.Config // parsed by validate
+	sec               securityFlags
 }
 
 func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {
@@ -103,19 +104,31 @@ func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {
 	if withNats {
 		fs.StringVar(&b.nats, "nats", "", "URL of an external NATS server with JetStream (instead of the embedded broker)")
 	}
+	b.sec.register(fs, true, withNats)
 }
 
 func (b *brokerFlags) validate() error {
-	if b.nats != "" {
-		return nil
+	if b.nats != "" || b.sec.connect != "" {
+		if b.nats != "" && b.sec.connect != "" {
+			return usageErr("--nats and --connect: give one or the other")
+		}
+		urls, _, err := b.sec.client()
+		if urls != "" {
+			b.nats = urls
+		}
+		return err
 	}
 	if b.dir == "" {
 		return usageErr("--dir: empty store directory")
 	}
-	if _, _, err := broker.SplitListen(b.listen); err != nil {
+	host, _, err := broker.SplitListen(b.listen)
+	if err != nil {
 		return usageErr("%v", err)
 	}
 	b.cfg = broker.Config{Dir: b.dir, Listen: b.listen}
+	if err := b.sec.server(host, &b.cfg); err != nil {
+		return err
+	}
 	if err := parseSync(b.sync, &b.cfg); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/sirupsen/logrus"
 )
@@ -33,6 +34,9 @@ type runCmd struct {
 const WorkerExitTimeout = 10 * time.Second
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "delete" {
+		return (&runDeleteCmd{env: c.env}).Run(ctx, args[1:])
+	}
 	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
 	c.register(fs)
 	c.w.register(fs, runtime.NumCPU(), "none")
@@ -103,11 +107,15 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
 		return err
 	}
-	if err := c.writeConnectFile(s, cfg.Run, log); err != nil {
+	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
 		return err
 	}
 	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": c.evaluatorName()}).Info("starting local workers")
-	procs, err := c.startWorkers(s.url, cfg.Run, log)
+	connect, err := c.localConnectFile(ctx, s, cfg.Run)
+	if err != nil {
+		return err
+	}
+	procs, err := c.startWorkers(connect, cfg.Run, log)
 	defer procs.stop(log)
 	if err != nil {
 		return err
@@ -179,7 +187,24 @@ type workerProcs struct {
 	done   chan struct{}
 }
 
-func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerProcs, error) {
+// localConnectFile writes the connect file of the local workers into the
+// store directory (mode 0600): the broker's URL and, with auth, their
+// credential.
+func (c *runCmd) localConnectFile(ctx context.Context, s *session, run string) (string, error) {
+	cf, err := s.connectFile(ctx, broker.RoleWorker, run)
+	if err != nil {
+		return "", err
+	}
+	cf.URLs = []string{s.url}
+	dir := c.b.dir
+	if s.embedded != nil {
+		dir = s.embedded.Dir()
+	}
+	path := filepath.Join(dir, "workers-"+run+".json")
+	return path, broker.WriteConnectFile(path, cf)
+}
+
+func (c *runCmd) startWorkers(connect, run string, log logrus.FieldLogger) (*workerProcs, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return &workerProcs{}, fmt.Errorf("find the evoq binary for the workers: %w", err)
@@ -188,7 +213,7 @@ func (c *runCmd) startWorkers(url, run string, log logrus.FieldLogger) (*workerP
 	// done closes once every started worker is reaped, on the error path too.
 	defer func() { go func() { p.wg.Wait(); close(p.done) }() }()
 	for i := range c.workers {
-		args := append([]string{"worker", "--nats", url, "--run", run, "--id", "w" + strconv.Itoa(i+1)},
+		args := append([]string{"worker", "--connect", connect, "--run", run, "--id", "w" + strconv.Itoa(i+1)},
 			c.workerSlots(i)...)
 		args = append(args, c.w.args()...)
 		cmd := exec.Command(exe, append(args, c.l.args()...)...)

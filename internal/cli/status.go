@@ -94,12 +94,8 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 // show collects and prints the status once; with --watch on a terminal it
 // redraws the screen.
 func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunInfo) error {
-	if runs, err := r.Runs(ctx); err == nil {
-		for _, x := range runs {
-			if x.ID == ri.ID {
-				ri = x // the phase moves on while watching
-			}
-		}
+	if x, err := r.Pick(ctx, ri.ID); err == nil && x.Err == nil {
+		ri = x // the phase moves on while watching
 	}
 	st, err := collectStatus(ctx, r, ri)
 	if err != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"strings"
 	"time"
 
-	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
@@ -23,6 +21,7 @@ type workerCmd struct {
 	l            logFlags
 	nats, run    string
 	connect      string
+	sec          securityFlags
 	metricsAddr  string
 	drainTimeout time.Duration
 	log          logrus.FieldLogger
@@ -36,6 +35,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
 	c.w.register(fs, 1, "auto")
 	c.l.register(fs)
+	c.sec.register(fs, false, false)
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9091")
 	fs.StringVar(&c.connect, "connect", "", "connect file written by `evoq controller --connect-file`: broker URLs and run ID")
@@ -65,7 +65,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 }
 
 func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
-	s, err := open(&brokerFlags{nats: c.nats}, "evoq-worker", log)
+	s, err := open(&brokerFlags{nats: c.nats, sec: c.sec}, "evoq-worker", log)
 	if err != nil {
 		return err
 	}
@@ -105,21 +105,22 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	return c.wait(ctx, w, log)
 }
 
-// readConnect takes the broker URLs and the run from --connect.
+// readConnect takes the broker URLs, the run and the credential from
+// --connect, and the TLS flags.
 func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
-	if c.connect == "" {
-		return nil
-	}
-	if isSet(fs, "nats") {
+	if c.connect != "" && isSet(fs, "nats") {
 		return usageErr("--connect and --nats: give one or the other")
 	}
-	cf, err := broker.ReadConnectFile(c.connect)
+	c.sec.connect = c.connect
+	urls, run, err := c.sec.client()
 	if err != nil {
-		return usageErr("%v", err)
+		return err
 	}
-	c.nats = strings.Join(cf.URLs, ",")
+	if urls != "" {
+		c.nats = urls
+	}
 	if c.run == "" {
-		c.run = cf.Run
+		c.run = run
 	}
 	return nil
 }

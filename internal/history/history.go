@@ -100,6 +100,11 @@ func Open(ctx context.Context, src Source) (*Reader, error) {
 			return nil, err
 		}
 		url, r.ConnectRun = strings.Join(cf.URLs, ","), cf.Run
+		fileOpts, err := cf.Options()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", src.ConnectFile, err)
+		}
+		opts = append(opts, fileOpts...)
 	default:
 		url = src.NATS
 	}
@@ -198,15 +203,40 @@ func (r *Reader) Runs(ctx context.Context) ([]RunInfo, error) {
 	return out, nil
 }
 
-// Pick returns the run named id, or when id is empty the connect file's
-// run or else the only run there is.
-func (r *Reader) Pick(ctx context.Context, id string) (RunInfo, error) {
-	runs, err := r.Runs(ctx)
+// run reads one run's entry from the run bucket.
+func (r *Reader) run(ctx context.Context, id string) (RunInfo, error) {
+	kv, err := r.js.KeyValue(ctx, schema.RunBucket)
 	if err != nil {
 		return RunInfo{}, err
 	}
+	e, err := kv.Get(ctx, id)
+	if err != nil {
+		return RunInfo{}, err
+	}
+	ri := RunInfo{ID: id}
+	if run, err := schema.DecodeRun(e.Value()); err != nil {
+		ri.Err = err
+	} else {
+		ri.Run, ri.Phase, ri.Budget = run, run.Phase, run.Budget
+	}
+	return ri, nil
+}
+
+// Pick returns the run named id, or when id is empty the connect file's
+// run or else the only run there is.
+func (r *Reader) Pick(ctx context.Context, id string) (RunInfo, error) {
 	if id == "" {
 		id = r.ConnectRun
+	}
+	if id != "" {
+		// One run's entry: all a reader credential may read.
+		if ri, err := r.run(ctx, id); err == nil {
+			return ri, nil
+		}
+	}
+	runs, err := r.Runs(ctx)
+	if err != nil {
+		return RunInfo{}, err
 	}
 	if id == "" {
 		switch len(runs) {

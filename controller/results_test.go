@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// A consumer of the results stream that stops delivering (its node died
+// and the client waits for it) is replaced once results wait unread: the
+// new one reads from the result after the last one read, and what the old
+// one delivers late is dropped, so every result is applied once.
+func TestCheckResultsRestartsAStalledConsumer(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	c, err := New(bu.js, bu.config("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.consumeResults(bu.ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(seqs ...uint64) {
+		t.Helper()
+		for _, seq := range seqs {
+			data, err := schema.EncodeResult(result(seq, schema.StatusOK, float64(seq)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bu.js.Publish(bu.ctx, schema.ResultSubject("t"), data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	receive := func() resultMsg {
+		t.Helper()
+		select {
+		case m := <-c.results:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no result read")
+			return resultMsg{}
+		}
+	}
+	c.published = 10
+	publish(1, 2)
+	for range 2 {
+		c.apply(receive())
+	}
+
+	// The consumer stalls: it delivers nothing more, results pile up.
+	c.stopResults()
+	publish(3, 4, 5)
+	stale := resultMsg{res: result(3, schema.StatusOK, 3), seq: 3, gen: c.resultsGen} // delivered late by the old consumer
+	c.resultsCheck = time.Time{}
+	c.checkResults(bu.ctx) // results were read a moment ago: nothing to do yet
+	if c.resultsGen != 0 {
+		t.Fatal("restarted the consumer although results were read less than ResultsStall ago")
+	}
+	c.resultsAt = c.resultsAt.Add(-ResultsStall)
+	c.checkResults(bu.ctx)
+	if c.resultsGen != 1 {
+		t.Fatalf("consumer generation %d after results waited unread, want 1 (restarted)", c.resultsGen)
+	}
+	c.apply(stale)
+	for range 3 {
+		c.apply(receive())
+	}
+	if c.fold.Terminal() != 5 || c.resultsSeq != 5 {
+		t.Errorf("%d results applied, read up to stream sequence %d; want 5 and 5", c.fold.Terminal(), c.resultsSeq)
+	}
+	select {
+	case m := <-c.results:
+		t.Errorf("read result %d twice", m.seq)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// Nothing unread: no restart, however quiet.
+	c.resultsAt, c.resultsCheck = c.resultsAt.Add(-time.Minute), time.Time{}
+	c.checkResults(bu.ctx)
+	if c.resultsGen != 1 {
+		t.Errorf("restarted the consumer with every result read")
+	}
+}
