@@ -54,6 +54,15 @@ func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source
 	return src, nil
 }
 
+// open checks the source flags, opens the source and picks the run.
+func (s *sourceFlags) open(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (*history.Reader, history.RunInfo, error) {
+	src, err := s.source(fs, stderr)
+	if err != nil {
+		return nil, history.RunInfo{}, err
+	}
+	return s.openRun(ctx, src)
+}
+
 // openRun opens the source and picks the run.
 func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history.Reader, history.RunInfo, error) {
 	r, err := history.Open(ctx, src)
@@ -98,11 +107,7 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 	if c.format != "csv" && c.format != "jsonl" {
 		return usageErr("--format %q: want csv or jsonl", c.format)
 	}
-	src, err := c.src.source(fs, c.env.Stderr)
-	if err != nil {
-		return err
-	}
-	r, ri, err := c.src.openRun(ctx, src)
+	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {
 		return err
 	}

@@ -85,11 +85,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	src, err := c.src.source(fs, c.env.Stderr)
-	if err != nil {
-		return err
-	}
-	r, ri, err := c.src.openRun(ctx, src)
+	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {
 		return err
 	}

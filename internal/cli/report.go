@@ -39,11 +39,7 @@ func (c *reportCmd) Run(ctx context.Context, args []string) error {
 	if fi, err := os.Stat(filepath.Dir(c.out)); err != nil || !fi.IsDir() {
 		return usageErr("--out %s: directory %s does not exist", c.out, filepath.Dir(c.out))
 	}
-	src, err := c.src.source(fs, c.env.Stderr)
-	if err != nil {
-		return err
-	}
-	r, ri, err := c.src.openRun(ctx, src)
+	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {
 		return err
 	}
