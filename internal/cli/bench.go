@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -114,10 +113,11 @@ type benchReport struct {
 	Machine string      `json:"machine"`
 	Smoke   bool        `json:"smoke"`
 	Rows    []*benchRow `json:"workloads"`
-	// memoryStore is the store the memory workload left for replay.
-	memoryStore, memoryURL string
-	memoryStop             func()
-	memoryEvals            int
+	// memoryURL is the broker that keeps the memory workload's run for
+	// replay; memoryStop stops it.
+	memoryURL   string
+	memoryStop  func()
+	memoryEvals int
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -376,7 +376,7 @@ func (c *benchCmd) memory(ctx context.Context, rep *benchReport, row *benchRow) 
 	}
 	url := strings.TrimSpace(line)
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	rep.memoryURL, rep.memoryStore, rep.memoryEvals = url, dir, total
+	rep.memoryURL, rep.memoryEvals = url, total
 	const run = "memory"
 	ctlArgs := []string{"controller", "--nats", url, "--run", run, "--budget", strconv.Itoa(total), "--json",
 		"--log-level", "warn", "--expect-slots", "8"}
@@ -404,7 +404,6 @@ func (c *benchCmd) memory(ctx context.Context, rep *benchReport, row *benchRow) 
 	}
 	fig := &memoryFigures{Evaluations: total, Pool: controller.PoolDefault}
 	row.Memory = fig
-	var mu sync.Mutex
 	done := make(chan error, 1)
 	go func() { done <- ctl.Wait() }()
 	nc, err := nats.Connect(url)
@@ -436,7 +435,6 @@ func (c *benchCmd) memory(ctx context.Context, rep *benchReport, row *benchRow) 
 				continue
 			}
 			n := storedResults(ctx, js, run)
-			mu.Lock()
 			if fig.RSSFirstMB == 0 && n >= first {
 				fig.RSSFirstMB, fig.Sampled = rss, n
 			}
@@ -444,7 +442,6 @@ func (c *benchCmd) memory(ctx context.Context, rep *benchReport, row *benchRow) 
 				fig.RSSEndMB = rss
 			}
 			fig.RSSPeakMB = max(fig.RSSPeakMB, rss)
-			mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
 		}

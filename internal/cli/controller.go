@@ -68,19 +68,25 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := s.waitConnected(ctx, log); err != nil {
 		return err
 	}
-	if err := c.resumeRun(ctx, s, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.seedFrom(ctx, s, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
+	if err := c.prepare(ctx, s, &cfg, log); err != nil {
 		return err
 	}
 	return runController(ctx, s, cfg, c.env, c.jsonOut, nil)
+}
+
+// prepare readies a run on the connected broker: the run to resume, the
+// seeds of --from-run, the metrics endpoint and the connect file.
+func (c *controllerCmd) prepare(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	if err := c.resumeRun(ctx, s, cfg, log); err != nil {
+		return err
+	}
+	if err := c.seedFrom(ctx, s, cfg, log); err != nil {
+		return err
+	}
+	if err := c.serveMetrics(ctx, cfg, log); err != nil {
+		return err
+	}
+	return c.writeConnectFile(ctx, s, cfg.Run, log)
 }
 
 // resumeRun, with --resume, points cfg at the stored run to continue: the

@@ -98,16 +98,7 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 		return err
 	}
 	defer s.close()
-	if err := c.resumeRun(ctx, s, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.seedFrom(ctx, s, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.serveMetrics(ctx, &cfg, log); err != nil {
-		return err
-	}
-	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
+	if err := c.prepare(ctx, s, &cfg, log); err != nil {
 		return err
 	}
 	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": c.evaluatorName()}).Info("starting local workers")
