@@ -90,15 +90,7 @@ func TestComposeClusterFailover(t *testing.T) {
 		t.Errorf("%d of %d designs evaluated when the worker came back: the budget is too small to test that", p, clusterBudget)
 	}
 
-	if code := waitExit(t, 4*time.Minute, ctl); code != 0 {
-		t.Fatalf("controller exited with %d:\n%s", code, tail(logs.stderr.String(), 3000))
-	}
-	select {
-	case <-logs.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("docker logs -f still following the controller 30 s after it exited")
-	}
-	s := lastJSON(t, logs.stdout.String())
+	s := controllerSummary(t, 4*time.Minute, ctl, logs)
 	if s.Evaluations != clusterBudget || s.Lost != 0 || s.Error != 0 {
 		t.Fatalf("summary: %d evaluations (%d lost, %d error); want %d, 0, 0", s.Evaluations, s.Lost, s.Error, clusterBudget)
 	}

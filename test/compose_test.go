@@ -46,15 +46,7 @@ func TestComposeScalesWorkers(t *testing.T) {
 		t.Errorf("%d of %d designs evaluated when the workers were scaled down: the budget is too small to test that", p.evaluations, composeBudget)
 	}
 
-	if code := waitExit(t, 3*time.Minute, ctl); code != 0 {
-		t.Fatalf("controller exited with %d:\n%s", code, tail(logs.stderr.String(), 3000))
-	}
-	select {
-	case <-logs.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("docker logs -f still following the controller 30 s after it exited")
-	}
-	s := lastJSON(t, logs.stdout.String())
+	s := controllerSummary(t, 3*time.Minute, ctl, logs)
 	if s.Evaluations != composeBudget || s.Lost != 0 || s.Error != 0 || s.Slots < 8 {
 		t.Fatalf("summary: %d evaluations (%d lost, %d error), at most %d live slots; want %d, 0, 0, >= 8",
 			s.Evaluations, s.Lost, s.Error, s.Slots, composeBudget)
@@ -229,6 +221,21 @@ func followLogs(t *testing.T, id string) *containerLogs {
 }
 
 // waitExit waits for a container to exit and returns its exit code.
+// controllerSummary waits for the controller container to exit 0 and its
+// log to end, and returns the JSON summary it printed last.
+func controllerSummary(t *testing.T, limit time.Duration, ctl string, logs *containerLogs) *controller.Summary {
+	t.Helper()
+	if code := waitExit(t, limit, ctl); code != 0 {
+		t.Fatalf("controller exited with %d:\n%s", code, tail(logs.stderr.String(), 3000))
+	}
+	select {
+	case <-logs.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("docker logs -f still following the controller 30 s after it exited")
+	}
+	return lastJSON(t, logs.stdout.String())
+}
+
 func waitExit(t *testing.T, limit time.Duration, id string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)

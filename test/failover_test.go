@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -169,13 +168,9 @@ type splitProc struct {
 
 func startSplit(t *testing.T, args ...string) *splitProc {
 	t.Helper()
-	p := &splitProc{proc: &proc{cmd: exec.Command(evoqBin, args...), done: make(chan struct{})}}
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go p.reap()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
+	p := &splitProc{}
+	p.proc = newProc(&p.stdout, args...)
+	p.start(t, nil)
 	return p
 }
 

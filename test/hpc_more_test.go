@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,20 +17,6 @@ import (
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// backgroundEnv is background with env added to the process's environment.
-func backgroundEnv(t *testing.T, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(evoqBin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go p.reap()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
-	return p
-}
 
 // exited reports whether p has ended.
 func (p *proc) exited() bool {

@@ -3,6 +3,8 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -67,14 +69,38 @@ func startBroker(t *testing.T, dir string) (*proc, string) {
 // background starts an evoq process whose output is kept for the test log.
 func background(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(evoqBin, args...), done: make(chan struct{})}
+	return backgroundEnv(t, nil, args...)
+}
+
+// backgroundEnv is background with env added to the process's environment.
+func backgroundEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := newProc(nil, args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
+	p.start(t, env)
+	return p
+}
+
+// newProc prepares an evoq process; stdout, when not nil, gets its
+// standard output.
+func newProc(stdout io.Writer, args ...string) *proc {
+	p := &proc{cmd: exec.Command(evoqBin, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = stdout, &p.stderr
+	return p
+}
+
+// start starts p with env added to its environment, reaps it, and kills
+// it when the test ends.
+func (p *proc) start(t *testing.T, env []string) {
+	t.Helper()
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go p.reap()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
-	return p
 }
 
 func (p *proc) wait(t *testing.T, limit time.Duration) error {
