@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -64,19 +65,18 @@ func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
 		}
 		p.pending, p.reconnects = true, p.nc.Stats().Reconnects
 	}
-	wait, cancel := context.WithTimeout(ctx, p.expires+pullReplyGrace)
-	defer cancel()
+	deadline := time.Now().Add(p.expires + pullReplyGrace)
 	for {
 		// Wait in short steps: a request sent before the client reconnected
 		// (to another node of a cluster, say) may be lost with the old
 		// connection, and is sent again at once.
-		step, stepCancel := context.WithTimeout(wait, time.Second)
+		step, cancel := context.WithTimeout(ctx, min(time.Second, time.Until(deadline)))
 		m, err := p.sub.NextMsgWithContext(step)
-		stepCancel()
+		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err() // the request stays out; a design it brings is read next time
-		case err != nil && wait.Err() != nil:
+		case err != nil && !time.Now().Before(deadline):
 			p.pending = false // no answer at all: take the request as lost
 			return nil, errNoDesign
 		case err != nil && p.nc.Stats().Reconnects != p.reconnects:
@@ -102,7 +102,11 @@ func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
 				// is renewed once the client has reconnected.
 				return nil, errNoDesign
 			}
-			return nil, fmt.Errorf("pull request refused: 409 %s", m.Header.Get("Description"))
+			err := fmt.Errorf("pull request refused: 409 %s", m.Header.Get("Description"))
+			if strings.Contains(m.Header.Get("Description"), "MaxWaiting") {
+				err = fmt.Errorf("%w: more slots ask for designs than the run's work queue lets wait; this slot idles until one is free (start the controller with --expect-slots at least the run's slot count)", err)
+			}
+			return nil, err
 		default:
 			p.pending = false
 			return nil, fmt.Errorf("pull request refused: %s %s", status, m.Header.Get("Description"))
