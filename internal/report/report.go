@@ -128,7 +128,7 @@ func Analyze(in Input) *Analysis {
 	a.spanSeconds = math.Max(secs(a.End), 0)
 
 	seen := map[uint64]bool{}
-	var byStop []*schema.Result
+	var ok []*schema.Result // each design's counted ok result, in stream order
 	for _, e := range in.Results {
 		r := e.Result
 		if seen[r.Design.Seq] {
@@ -144,12 +144,13 @@ func Analyze(in Input) *Analysis {
 				a.Best, a.BestID = &f, r.DesignID
 			}
 			a.fitByEval[r.Design.Origin] = append(a.fitByEval[r.Design.Origin], point{float64(a.Evaluations), r.Fitness})
-			byStop = append(byStop, r)
+			ok = append(ok, r)
 		}
 		if a.Best != nil {
 			a.bestByEval = append(a.bestByEval, point{float64(a.Evaluations), *a.Best})
 		}
 	}
+	byStop := append([]*schema.Result(nil), ok...)
 	sort.SliceStable(byStop, func(i, j int) bool { return byStop[i].Stop.Before(byStop[j].Stop) })
 	best := math.Inf(-1)
 	for _, r := range byStop {
@@ -179,7 +180,7 @@ func Analyze(in Input) *Analysis {
 	if top <= 0 {
 		top = TopDefault
 	}
-	a.Top = topDesigns(in.Results, top)
+	a.Top = topDesigns(ok, top)
 	return a
 }
 
@@ -315,20 +316,9 @@ func occupancy(rows []slotRow, total float64) (busy, live []point, util float64)
 	return busy, live, util
 }
 
-// topDesigns returns the n best ok designs, each counted once.
-func topDesigns(results []Entry, n int) []Design {
-	seen := map[uint64]bool{}
-	var ok []*schema.Result
-	for _, e := range results {
-		r := e.Result
-		if seen[r.Design.Seq] {
-			continue
-		}
-		seen[r.Design.Seq] = true
-		if r.Status == schema.StatusOK {
-			ok = append(ok, r)
-		}
-	}
+// topDesigns returns the n best of the counted ok results.
+func topDesigns(ok []*schema.Result, n int) []Design {
+	ok = append([]*schema.Result(nil), ok...)
 	sort.SliceStable(ok, func(i, j int) bool { return ok[i].Fitness > ok[j].Fitness })
 	var out []Design
 	for i, r := range ok[:min(n, len(ok))] {
