@@ -237,6 +237,8 @@ func readerPermissions(run string) *server.Permissions {
 		streamInfo(kvStream + schema.RunBucket),
 		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
 		directGet(schema.PresenceBucket, run+".*"), // KeyValue.Get of the run's heartbeats
+		streamInfo(kvStream + schema.LeaseBucket),  // js.KeyValue binds to the bucket's stream
+		directGet(schema.LeaseBucket, run),         // KeyValue.Get of the controller's lease: who runs the run
 		// KeyValue.ListKeysFiltered and Watch of the run's keys: ordered
 		// push consumers filtered to them, which ask for flow control.
 		consumerCreate(kvStream+schema.RunBucket, kvKey(schema.RunBucket, run)),

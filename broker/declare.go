@@ -25,6 +25,12 @@ const (
 	// PresenceTTL is how long a worker's last heartbeat stays in the
 	// presence bucket.
 	PresenceTTL = 5 * time.Minute
+	// LeaseTTL is how long a controller's lease on its run outlives its
+	// last renewal: a dead controller's run is free again within it. It
+	// is several renewals long (see controller.LeaseRenew), so a loaded
+	// machine or a leader election does not cost a live controller its
+	// run.
+	LeaseTTL = 8 * time.Second
 )
 
 // ErrLimit means a consumer limit is below what the live slots need.
@@ -95,6 +101,12 @@ func bucketConfigs(replicas int) []jetstream.KeyValueConfig {
 		Bucket:      schema.RunBucket,
 		Description: "evoq run states",
 		History:     4,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	}, {
+		Bucket:      schema.LeaseBucket,
+		Description: "evoq controller leases: which controller runs each run",
+		TTL:         LeaseTTL,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 	}}

@@ -19,6 +19,10 @@ const (
 	PoolDefault       = 10
 	TournamentDefault = 3
 	ReplaceDefault    = ReplaceWorst
+	SeedDefault       = 1
+	// MarginAuto, as Config.Margin, derives the margin from the live
+	// slots (MarginFor).
+	MarginAuto = -1
 	// ProgressDefault is the period of the progress log line.
 	ProgressDefault = 5 * time.Second
 	// WaitSlotsTimeoutDefault bounds the wait for Config.WaitSlots.
@@ -47,10 +51,12 @@ type Config struct {
 	// Tournament is the tournament size for parent selection; at most
 	// Pool. Defaults to min(TournamentDefault, Pool).
 	Tournament int
-	// Seed seeds every random choice. Defaults to 0 (a fixed seed).
-	Seed uint64
-	// Margin is the number of designs queued beyond the live slots.
-	// Defaults to 0: derived from the live slots by MarginFor.
+	// Seed seeds every random choice; nil means not given. Defaults to
+	// SeedDefault.
+	Seed *uint64
+	// Margin is the number of designs queued beyond the live slots, or
+	// MarginAuto to derive it from the live slots with MarginFor. Defaults
+	// to MarginAuto.
 	Margin int
 	// ExpectSlots sizes the consumer's limits (see broker.WaitingFor).
 	// Defaults to 1; the limits never go below broker.MinWaiting.
@@ -75,6 +81,9 @@ type Config struct {
 	// designs, before any random one; they count toward Init. Each must
 	// fit Space. Defaults to none.
 	Seeds []map[string]any
+	// SeedsFrom names the run Seeds were taken from, for the run's record.
+	// Defaults to none.
+	SeedsFrom string
 	// IdleAlarm is how long a slot may idle, while the budget has designs
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; negative turns the alarm off.
@@ -101,6 +110,10 @@ func (c Config) withDefaults() Config {
 	if c.Replace == "" {
 		c.Replace = ReplaceDefault
 	}
+	if c.Seed == nil {
+		c.Seed = new(uint64(SeedDefault))
+	}
+	setDefault(&c.Margin, MarginAuto)
 	if c.AckWait == 0 {
 		c.AckWait = broker.AckWaitDefault
 	}
@@ -134,29 +147,19 @@ func setDefault(v *int, d int) {
 // Validate checks c after defaults; every message names the flag.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	checks := []struct {
-		bad bool
-		msg string
-	}{
-		{schema.ValidToken(c.Run) != nil, fmt.Sprintf("--run %q: %v", c.Run, schema.ValidToken(c.Run))},
+	if err := c.checkFields(); err != nil {
+		return err
+	}
+	checks := []check{
 		{c.Space == nil, "--config: no search space"},
-		{c.Budget < 1, fmt.Sprintf("--budget %d: need at least 1", c.Budget)},
-		{c.Init < 1, fmt.Sprintf("--init %d: need at least 1", c.Init)},
-		{c.Pool < 1, fmt.Sprintf("--pool %d: need at least 1", c.Pool)},
 		{c.Pool > c.Init, fmt.Sprintf("--pool %d is larger than --init %d: the pool is filled from the initial random designs; raise --init or lower --pool", c.Pool, c.Init)},
 		{c.Budget < c.Init, fmt.Sprintf("--budget %d is smaller than --init %d: the search would never get past its random designs", c.Budget, c.Init)},
-		{c.Tournament < 1 || c.Tournament > c.Pool, fmt.Sprintf("--tournament %d: want 1..--pool (%d)", c.Tournament, c.Pool)},
-		{c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, fmt.Sprintf("--replace %q: want worst or oldest", c.Replace)},
-		{c.Margin < 0, fmt.Sprintf("--margin %d: must be >= 0 (0 derives it from the live slots)", c.Margin)},
-		{c.ExpectSlots < 0, fmt.Sprintf("--expect-slots %d: must be >= 0", c.ExpectSlots)},
-		{c.WaitSlots < 0, fmt.Sprintf("--wait-slots %d: must be >= 0", c.WaitSlots)},
+		{c.Tournament > c.Pool, fmt.Sprintf("--tournament %d: want 1..--pool (%d)", c.Tournament, c.Pool)},
 		{c.AckWait < time.Second, fmt.Sprintf("--ack-wait %s: need at least 1s, or dead-worker detection races the heartbeats", c.AckWait)},
 		{c.MaxDeliver < 1, fmt.Sprintf("--max-deliver %d: need at least 1, or a design could never be delivered", c.MaxDeliver)},
 	}
-	for _, ch := range checks {
-		if ch.bad {
-			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
-		}
+	if err := firstBad(checks); err != nil {
+		return err
 	}
 	if err := broker.CheckReplicas(c.Replicas); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
@@ -172,6 +175,38 @@ func (c Config) Validate() error {
 	return nil
 }
 
+type check struct {
+	bad bool
+	msg string
+}
+
+func firstBad(checks []check) error {
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
+		}
+	}
+	return nil
+}
+
+// checkFields checks each field on its own, a zero (unset) one included:
+// what New can check before the run's record fills the unset fields.
+func (c Config) checkFields() error {
+	return firstBad([]check{
+		{schema.ValidToken(c.Run) != nil, fmt.Sprintf("--run %q: %v", c.Run, schema.ValidToken(c.Run))},
+		{c.Budget < 0, fmt.Sprintf("--budget %d: need at least 1", c.Budget)},
+		{c.Init < 0, fmt.Sprintf("--init %d: need at least 1", c.Init)},
+		{c.Pool < 0, fmt.Sprintf("--pool %d: need at least 1", c.Pool)},
+		{c.Tournament < 0, fmt.Sprintf("--tournament %d: want 1..--pool", c.Tournament)},
+		{c.Replace != "" && c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, fmt.Sprintf("--replace %q: want worst or oldest", c.Replace)},
+		{c.Margin < MarginAuto, fmt.Sprintf("--margin %d: must be >= 0 (0 derives it from the live slots)", c.Margin)},
+		{c.ExpectSlots < 0, fmt.Sprintf("--expect-slots %d: must be >= 0", c.ExpectSlots)},
+		{c.WaitSlots < 0, fmt.Sprintf("--wait-slots %d: must be >= 0", c.WaitSlots)},
+		{c.AckWait < 0, fmt.Sprintf("--ack-wait %s: need at least 1s, or dead-worker detection races the heartbeats", c.AckWait)},
+		{c.MaxDeliver < 0, fmt.Sprintf("--max-deliver %d: need at least 1, or a design could never be delivered", c.MaxDeliver)},
+	})
+}
+
 // MarginFor is the number of designs kept queued beyond slots live slots,
 // so that a slot that frees finds a design waiting while the controller
 // reacts: 5% of the slots, at least 2.
@@ -181,15 +216,22 @@ func MarginFor(slots int) int { return max(2, (slots+19)/20) }
 func (c Config) Fields() logrus.Fields {
 	return logrus.Fields{
 		"run": c.Run, "space": c.Space.Name(), "budget": c.Budget, "init": c.Init,
-		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": c.Seed,
+		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": seedText(c.Seed),
 		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
 	}
 }
 
 func marginText(m int) string {
-	if m == 0 {
+	if m <= 0 {
 		return "auto (5% of live slots, >= 2)"
 	}
 	return fmt.Sprint(m)
+}
+
+func seedText(s *uint64) string {
+	if s == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*s)
 }

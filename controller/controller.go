@@ -33,7 +33,11 @@ type Controller struct {
 	debug bool
 
 	fold       *Fold
-	published  uint64 // designs 1..published are on the queue or done
+	lease      *lease
+	leaseLost  chan error
+	record     *schema.Run     // the run's record when this controller started; nil for a new run
+	changes    []schema.Change // settings changed by restarts, recorded with the run
+	published  uint64          // designs 1..published are on the queue or done
 	slots      *slotTracker
 	cons       jetstream.Consumer
 	designs    jetstream.Stream
@@ -61,34 +65,49 @@ type Controller struct {
 	lastLog      time.Time
 }
 
-// New checks cfg and returns a controller; Run runs the search.
+// New returns a controller; Run runs the search. Settings cfg leaves
+// unset are taken from the run's record when the run exists (see
+// Continue), else from the defaults; New checks only what it can without
+// the record: the run ID, and the settings when cfg names a search space.
+// Resolve checks all of them against the broker.
 func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.checkFields(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = logrus.StandardLogger()
+	}
 	return &Controller{
-		js:       js,
-		cfg:      cfg,
-		log:      cfg.Logger.WithField("run", cfg.Run),
-		debug:    debugEnabled(cfg.Logger),
-		fold:     NewFold(cfg.Init, cfg.Pool, cfg.Replace),
-		slots:    newSlotTracker(),
-		idle:     idleSince{},
-		results:  make(chan resultMsg, 4096),
-		presence: make(chan presenceEvent, 1024),
-		lost:     make(chan uint64, 64),
-		alerts:   make(chan string, 1),
+		js:        js,
+		cfg:       cfg,
+		log:       cfg.Logger.WithField("run", cfg.Run),
+		debug:     debugEnabled(cfg.Logger),
+		slots:     newSlotTracker(),
+		idle:      idleSince{},
+		results:   make(chan resultMsg, 4096),
+		presence:  make(chan presenceEvent, 1024),
+		lost:      make(chan uint64, 64),
+		alerts:    make(chan string, 1),
+		leaseLost: make(chan error, 1),
 	}, nil
 }
 
-// Run declares the run on the broker, replays its results, and runs the
-// search until Budget designs have a terminal result or ctx ends.
+// Config is the controller's effective configuration: valid once Run has
+// resolved it against the run's record.
+func (c *Controller) Config() Config { return c.cfg }
+
+// Run takes the run's lease, continues the run from its record or
+// declares a new one, replays its results, and runs the search until
+// Budget designs have a terminal result or ctx ends.
 func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if err := c.declare(ctx); err != nil {
+		return nil, err
+	}
+	defer c.lease.release(context.WithoutCancel(ctx))
+	go c.lease.keep(ctx, c.leaseLost)
+	if err := c.declareRun(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.startWatches(ctx); err != nil {
@@ -111,9 +130,11 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	return s, nil
 }
 
+// declare declares the streams and buckets and takes the run's lease.
 func (c *Controller) declare(ctx context.Context) error {
+	replicas := max(c.cfg.Replicas, 1)
 	err := startRetry(ctx, c.log, "declare the streams and buckets", func() error {
-		return broker.Declare(ctx, c.js, broker.WithReplicas(c.cfg.Replicas))
+		return broker.Declare(ctx, c.js, broker.WithReplicas(replicas))
 	})
 	if err != nil {
 		return err
@@ -124,6 +145,44 @@ func (c *Controller) declare(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	var leases jetstream.KeyValue
+	err = startRetry(ctx, c.log, "open bucket "+schema.LeaseBucket, func() (err error) {
+		leases, err = c.js.KeyValue(ctx, schema.LeaseBucket)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	if c.cfg.Now != nil {
+		now = c.cfg.Now
+	}
+	c.lease = newLease(leases, c.cfg.Run, now(), c.log)
+	return c.lease.acquire(ctx)
+}
+
+// declareRun resolves the settings against the run's record, records the
+// run and declares its consumer.
+func (c *Controller) declareRun(ctx context.Context) error {
+	err := startRetry(ctx, c.log, "read the run's record", func() (err error) {
+		c.record, err = LoadRun(ctx, c.js, c.cfg.Run)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	cfg, k, err := resolve(c.record, c.cfg, time.Now)
+	if err != nil {
+		return err
+	}
+	c.cfg = cfg
+	c.fold = NewFold(cfg.Init, cfg.Pool, cfg.Replace)
+	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
+	if k != nil {
+		c.created = c.record.Created
+		c.changes = append(c.record.Changes, k.Changes...)
+		c.log.WithFields(k.Fields()).Info("continuing the run with its recorded settings")
 	}
 	// The run state, with its search space, exists before the consumer, so
 	// a worker that finds the consumer finds the space too.
@@ -191,8 +250,10 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	c.phase = p
 	data, err := schema.EncodeRun(&schema.Run{
 		Run: c.cfg.Run, Phase: p, Budget: c.cfg.Budget, Space: c.cfg.Space.Name(),
-		SpaceYAML: c.cfg.Space.Source(), Seed: c.cfg.Seed, AckWait: c.cfg.AckWait,
+		SpaceYAML: c.cfg.Space.Source(), Seed: *c.cfg.Seed, AckWait: c.cfg.AckWait,
 		Init: c.cfg.Init, Pool: c.cfg.Pool, Replace: string(c.cfg.Replace),
+		Tournament: c.cfg.Tournament, Margin: c.cfg.Margin, MaxDeliver: c.cfg.MaxDeliver,
+		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
 		Created: c.created, Updated: now,
 	})
 	if err != nil {

@@ -475,7 +475,7 @@ func TestControllerRestart(t *testing.T) {
 	bu := setup(t)
 	const run, budget = "restart", 200
 	cfg := bu.config(run)
-	cfg.Budget, cfg.Init, cfg.Pool, cfg.Seed = budget, 10, 5, 7
+	cfg.Budget, cfg.Init, cfg.Pool, cfg.Seed = budget, 10, 5, new(uint64(7))
 	cfg.ExpectSlots, cfg.WaitSlots = 8, 8
 
 	ctx1, cancel1 := context.WithCancel(bu.ctx)
@@ -613,12 +613,17 @@ func TestControllerLost(t *testing.T) {
 	})
 }
 
-// TestNewRejectsConfig checks that New refuses what Validate refuses.
+// TestNewRejectsConfig checks that New refuses a field that is wrong on
+// its own; fields that depend on each other may come from the run's
+// record, so they are checked when the run starts.
 func TestNewRejectsConfig(t *testing.T) {
 	t.Parallel()
-	c, err := New(nil, Config{Run: "r", Space: mlpSpace(t), Init: 3})
-	if !errors.Is(err, ErrConfig) || c != nil || !strings.Contains(err.Error(), "--pool") {
+	c, err := New(nil, Config{Run: "r", Space: mlpSpace(t), Pool: -3})
+	if !errors.Is(err, ErrConfig) || c != nil || !strings.Contains(err.Error(), "--pool -3") {
 		t.Fatalf("New = %v, %v; want ErrConfig naming --pool", c, err)
+	}
+	if _, err := New(nil, Config{Run: "r", Space: mlpSpace(t), Init: 3}); err != nil {
+		t.Fatalf("New with a pool left to the record or the default: %v", err)
 	}
 }
 
@@ -636,7 +641,19 @@ func offline(t *testing.T, cfg Config) *Controller {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	resolveNew(t, c)
 	return c
+}
+
+// resolveNew resolves c's settings as Run does for a new run, for tests
+// that drive its parts without Run.
+func resolveNew(t *testing.T, c *Controller) {
+	t.Helper()
+	cfg, _, err := resolve(nil, c.cfg, time.Now)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	c.cfg, c.fold = cfg, NewFold(cfg.Init, cfg.Pool, cfg.Replace)
 }
 
 // TestNewDesign checks that a design's content follows from the seed, its
@@ -644,9 +661,9 @@ func offline(t *testing.T, cfg Config) *Controller {
 func TestNewDesign(t *testing.T) {
 	t.Parallel()
 	now := func() time.Time { return epoch }
-	cfg := Config{Budget: 50, Init: 3, Pool: 3, Seed: 1, Now: now}
+	cfg := Config{Budget: 50, Init: 3, Pool: 3, Seed: new(uint64(1)), Now: now}
 	a, b := offline(t, cfg), offline(t, cfg)
-	cfg.Seed = 2
+	cfg.Seed = new(uint64(2))
 	other := offline(t, cfg)
 
 	for seq := uint64(1); seq <= 3; seq++ {

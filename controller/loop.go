@@ -156,6 +156,8 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		if err := c.recordLost(ctx, seq); err != nil {
 			c.log.WithError(err).Error("recording a lost design failed")
 		}
+	case err := <-c.leaseLost:
+		return err
 	case a := <-c.alerts:
 		return fmt.Errorf("%w: a worker reports that its result was refused (%s)", ErrStoreFull, a)
 	case <-tick:
@@ -207,7 +209,7 @@ func (c *Controller) InFlight() int { return int(c.published) - c.fold.Terminal(
 func (c *Controller) target() int {
 	live := c.liveSlots()
 	margin := c.cfg.Margin
-	if margin == 0 {
+	if margin <= 0 { // MarginAuto
 		margin = MarginFor(live)
 	}
 	return live + margin
@@ -242,7 +244,7 @@ func (c *Controller) topUp(ctx context.Context) error {
 // then a mutant of a tournament winner. Its randomness comes from the seed
 // and seq alone, so the same fold state gives the same design.
 func (c *Controller) newDesign(seq uint64) *schema.Design {
-	r := rand.New(rand.NewPCG(c.cfg.Seed, seq))
+	r := rand.New(rand.NewPCG(*c.cfg.Seed, seq))
 	d := &schema.Design{V: schema.Version, Run: c.cfg.Run, ID: schema.DesignID(c.cfg.Run, seq),
 		Seq: seq, Created: c.cfg.Now(), Origin: schema.OriginRandom}
 	if seq <= uint64(len(c.cfg.Seeds)) {

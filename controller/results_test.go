@@ -18,6 +18,7 @@ func TestCheckResultsRestartsAStalledConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resolveNew(t, c)
 	if err := c.consumeResults(bu.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type Summary struct {
 
 // Summary describes the run as folded so far.
 func (c *Controller) Summary() *Summary {
+	if c.fold == nil { // stopped before its settings were resolved
+		return &Summary{Run: c.cfg.Run}
+	}
 	f, st := c.fold, c.fold.Stats()
 	s := &Summary{
 		Run: c.cfg.Run, Evaluations: f.Terminal(),

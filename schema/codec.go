@@ -111,7 +111,39 @@ func DecodeRun(b []byte) (*Run, error) {
 	if err := unmarshal(b, r, "run"); err != nil {
 		return nil, err
 	}
+	for _, g := range r.Seeds {
+		Normalize(g)
+	}
 	return r, r.Validate()
+}
+
+// EncodeLease validates and encodes a controller's lease.
+func EncodeLease(l *Lease) ([]byte, error) {
+	l.V = Version
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(l)
+}
+
+// DecodeLease decodes and validates a controller's lease.
+func DecodeLease(b []byte) (*Lease, error) {
+	l := new(Lease)
+	if err := unmarshal(b, l, "lease"); err != nil {
+		return nil, err
+	}
+	return l, l.Validate()
+}
+
+// Validate checks a lease's fields.
+func (l *Lease) Validate() error {
+	if err := ValidToken(l.Run); err != nil {
+		return invalid("lease", "run", "%v", err)
+	}
+	if l.Holder == "" {
+		return invalid("lease", "holder", "empty")
+	}
+	return nil
 }
 
 func unmarshal(b []byte, v any, kind string) error {

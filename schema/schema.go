@@ -148,9 +148,45 @@ type Run struct {
 	AckWait   time.Duration `msgpack:"ack_wait_ns" json:"ack_wait_ns"`
 	// Init, Pool and Replace are the fold's parameters, so that a replay
 	// rebuilds the same pool; zero in runs recorded before they were kept.
-	Init    int       `msgpack:"init,omitempty" json:"init,omitempty"`
-	Pool    int       `msgpack:"pool,omitempty" json:"pool,omitempty"`
-	Replace string    `msgpack:"replace,omitempty" json:"replace,omitempty"`
+	Init    int    `msgpack:"init,omitempty" json:"init,omitempty"`
+	Pool    int    `msgpack:"pool,omitempty" json:"pool,omitempty"`
+	Replace string `msgpack:"replace,omitempty" json:"replace,omitempty"`
+	// Tournament, Margin and MaxDeliver complete the search settings, so
+	// that a restarted controller continues with the run's own; zero in
+	// runs recorded before they were kept. Margin -1 means derived from
+	// the live slots.
+	Tournament int `msgpack:"tournament,omitempty" json:"tournament,omitempty"`
+	Margin     int `msgpack:"margin,omitempty" json:"margin,omitempty"`
+	MaxDeliver int `msgpack:"max_deliver,omitempty" json:"max_deliver,omitempty"`
+	// SeedsFrom is the earlier run whose best designs seeded this one, and
+	// Seeds are their genomes: designs 1..len(Seeds).
+	SeedsFrom string           `msgpack:"seeds_from,omitempty" json:"seeds_from,omitempty"`
+	Seeds     []map[string]any `msgpack:"seeds,omitempty" json:"seeds,omitempty"`
+	// Changes are the settings changed on purpose by restarts, oldest first.
+	Changes []Change  `msgpack:"changes,omitempty" json:"changes,omitempty"`
 	Created time.Time `msgpack:"created" json:"created"`
 	Updated time.Time `msgpack:"updated" json:"updated"`
+}
+
+// Change is one setting of a run changed by a restarted controller.
+type Change struct {
+	At      time.Time `msgpack:"at" json:"at"`
+	Setting string    `msgpack:"setting" json:"setting"`
+	From    string    `msgpack:"from" json:"from"`
+	To      string    `msgpack:"to" json:"to"`
+}
+
+// Lease says which controller runs a run; it is kept in LeaseBucket under
+// the run ID and renewed while the controller lives, so a second
+// controller for the run can be refused and a dead one's lease expires.
+type Lease struct {
+	V    int    `msgpack:"v" json:"v"`
+	Run  string `msgpack:"run" json:"run"`
+	Host string `msgpack:"host" json:"host"`
+	PID  int    `msgpack:"pid" json:"pid"`
+	// Holder tells apart two controllers of one host and pid (in
+	// different containers): a random token per controller.
+	Holder  string    `msgpack:"holder" json:"holder"`
+	Since   time.Time `msgpack:"since" json:"since"`
+	Renewed time.Time `msgpack:"renewed" json:"renewed"`
 }

@@ -15,6 +15,7 @@ const (
 	ResultPrefix   = "evoq.result."  // + run ID
 	PresenceBucket = "evoq_presence" // key: run.worker
 	RunBucket      = "evoq_runs"     // key: run
+	LeaseBucket    = "evoq_leases"   // key: run: the controller that runs it
 	ConsumerPrefix = "evoq-workers-" // + run ID: the durable pull consumer of a run
 	AlertPrefix    = "evoq.alert."   // + run ID: plain NATS alerts from workers, not stored
 )

@@ -118,7 +118,10 @@ func (p *puller) close() { _ = p.sub.Unsubscribe() }
 
 // design is one pulled design message, acknowledged on its reply subject
 // as the JetStream acknowledgement protocol says.
-type design struct{ m *nats.Msg }
+type design struct {
+	m  *nats.Msg
+	nc *nats.Conn
+}
 
 func (d design) Data() []byte { return d.m.Data }
 
@@ -135,8 +138,26 @@ func (d design) reply(body string) error { return d.m.Respond([]byte(body)) }
 // Ack says the design is done: the work queue removes it.
 func (d design) Ack() error { return d.reply("+ACK") }
 
-// Nak hands the design back for immediate redelivery.
-func (d design) Nak() error { return d.reply("-NAK") }
+// Nak hands the design back for immediate redelivery, and waits until the
+// broker has taken the hand-back. A plain -NAK only queues the design for
+// redelivery in the server's memory: a broker stopped right after it
+// (an embedded one, when its run is interrupted) restarts with the design
+// still pending on this worker, and it waits out the whole ack wait. A NAK
+// with a delay moves the design's delivery time, which the server stores;
+// a delay of 1ns makes it due at once, now and after a restart. The
+// request waits for the server's answer, so the hand-back is taken before
+// the worker goes.
+func (d design) Nak() error {
+	if d.m.Reply == "" || d.nc == nil {
+		return d.reply("-NAK")
+	}
+	_, err := d.nc.Request(d.m.Reply, []byte(`-NAK {"delay":1}`), nakWait)
+	return err
+}
+
+// nakWait bounds the wait for the broker to take a hand-back; a broker
+// that does not answer in time redelivers the design after its ack wait.
+const nakWait = 2 * time.Second
 
 // InProgress resets the ack deadline.
 func (d design) InProgress() error { return d.reply("+WPI") }

@@ -68,7 +68,7 @@ func (w *Worker) next(s *slotState) (design, error) {
 		s.pull = p
 	}
 	m, err := s.pull.next(w.fetchCtx)
-	return design{m}, err
+	return design{m, w.js.Conn()}, err
 }
 
 func (w *Worker) fetchFailed(s *slotState, err error) {

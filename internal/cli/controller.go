@@ -56,7 +56,7 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.config(log)
+	cfg, err := c.config(fs, log)
 	if err != nil {
 		return err
 	}
@@ -74,13 +74,14 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	return runController(ctx, s, cfg, c.env, c.jsonOut, nil)
 }
 
-// prepare readies a run on the connected broker: the run to resume, the
-// seeds of --from-run, the metrics endpoint and the connect file.
+// prepare readies a run on the connected broker: the run to resume, its
+// settings checked against its record, the seeds of a new run's
+// --from-run, the metrics endpoint and the connect file.
 func (c *controllerCmd) prepare(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
 	if err := c.resumeRun(ctx, s, cfg, log); err != nil {
 		return err
 	}
-	if err := c.seedFrom(ctx, s, cfg, log); err != nil {
+	if err := c.resolve(ctx, s, cfg, log); err != nil {
 		return err
 	}
 	if err := c.serveMetrics(ctx, cfg, log); err != nil {
@@ -111,16 +112,51 @@ func (c *controllerCmd) resumeRun(ctx context.Context, s *session, cfg *controll
 	return nil
 }
 
+// resolve checks the settings against the run's record before anything
+// starts, so that a conflicting flag stops the command with exit code 2
+// naming it: a run that continues keeps its recorded settings. A new run
+// gets the built-in search space unless --config names one, and the seeds
+// of --from-run.
+func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	if c.fromRun != "" && c.fromRun == cfg.Run {
+		return usageErr("--from-run %s is the run itself; use --resume to continue it", c.fromRun)
+	}
+	rec, err := controller.LoadRun(ctx, s.js, cfg.Run)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		if cfg.Space == nil {
+			if cfg.Space, err = defaultSpace(); err != nil {
+				return err
+			}
+		}
+		if err := c.seedFrom(ctx, s, cfg, log); err != nil {
+			return err
+		}
+	} else {
+		cfg.SeedsFrom = c.fromRun
+	}
+	// The controller resolves the settings again when it starts; here the
+	// point is to stop before anything starts.
+	if _, _, err := controller.Resolve(ctx, s.js, *cfg); err != nil {
+		return configErr(err)
+	}
+	return nil
+}
+
 // seedFrom, with --from-run, takes the best --init designs of an earlier
 // run as the new run's first designs.
 func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
 	if c.fromRun == "" {
 		return nil
 	}
-	if c.fromRun == cfg.Run {
-		return usageErr("--from-run %s is the run itself; use --resume to continue it", c.fromRun)
+	init := cfg.Init
+	if init == 0 {
+		init = controller.InitDefault
 	}
-	fold := controller.NewFold(1, cfg.Init, controller.ReplaceWorst)
+	cfg.SeedsFrom = c.fromRun
+	fold := controller.NewFold(1, init, controller.ReplaceWorst)
 	err := history.FromJS(s.js).Results(ctx, c.fromRun, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
 		if err == nil {
 			fold.Apply(r)
@@ -195,7 +231,7 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 	return nil
 }
 
-func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error) {
+func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
 	}
@@ -209,7 +245,7 @@ func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error
 	if !c.runGiven {
 		c.s.run = defaultRunID() // replaced by the stored run's ID with --resume
 	}
-	cfg, err := c.s.config(log)
+	cfg, err := c.s.config(fs, log)
 	cfg.WaitSlots = c.waitSlots
 	cfg.Replicas = c.replicas
 	return cfg, err
@@ -220,7 +256,7 @@ func (c *controllerCmd) config(log logrus.FieldLogger) (controller.Config, error
 func runController(ctx context.Context, s *session, cfg controller.Config, env Env, jsonOut bool, finish func()) error {
 	ctl, err := controller.New(s.js, cfg)
 	if err != nil {
-		return usageErr("%v", err)
+		return configErr(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -243,10 +279,10 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 	if err != nil && ctx.Err() != nil && sum == nil {
 		s := ctl.Summary()
 		return fmt.Errorf("interrupted after %d of %d evaluations; the run is kept: start the controller again with --run %s on the same store to continue it",
-			s.Evaluations, cfg.Budget, cfg.Run)
+			s.Evaluations, ctl.Config().Budget, cfg.Run)
 	}
 	if err != nil {
-		return err
+		return configErr(err)
 	}
 	return printSummary(env.Stdout, sum, jsonOut)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -203,32 +204,80 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.idleAlarm, "idle-alarm", controller.IdleAlarmDefault, "warn, with a diagnosis, when slots idle this long while designs remain (0: off)")
 }
 
-// config builds and validates the controller config.
-func (s *searchFlags) config(log logrus.FieldLogger) (controller.Config, error) {
-	sp, err := loadSpace(s.spacePath)
-	if err != nil {
-		return controller.Config{}, usageErr("--config: %v", err)
+// config builds the controller config from the flags given explicitly: a
+// flag left at its default leaves the setting unset, so that a run that
+// continues takes it from its record (controller.Continue) and a new run
+// from the controller's defaults, which the flags' defaults show.
+func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
+	if err := s.validate(); err != nil {
+		return controller.Config{}, err
 	}
-	replace, err := controller.ParseReplace(s.replace)
-	if err != nil {
-		return controller.Config{}, usageErr("%v", err)
-	}
-	cfg := controller.Config{
-		Run: s.run, Space: sp, Budget: s.budget, Init: s.init, Pool: s.pool, Replace: replace,
-		Tournament: min(s.tournament, s.pool), Seed: s.seed, Margin: s.margin, ExpectSlots: s.expectSlots,
-		AckWait: s.ackWait, MaxDeliver: s.maxDeliver, Progress: s.progress, IdleAlarm: s.idleAlarm, Logger: log,
-	}
+	cfg := controller.Config{Run: s.run, ExpectSlots: s.expectSlots, Progress: s.progress, IdleAlarm: s.idleAlarm, Logger: log}
 	if s.idleAlarm == 0 {
 		cfg.IdleAlarm = -1
 	}
-	if err := s.validate(); err != nil {
-		return cfg, err
+	given := func(name string) bool { return isSet(fs, name) }
+	if given("config") {
+		sp, err := space.Load(s.spacePath)
+		if err != nil {
+			return cfg, usageErr("--config: %v", err)
+		}
+		cfg.Space = sp
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, usageErr("%v", err)
+	if given("replace") {
+		replace, err := controller.ParseReplace(s.replace)
+		if err != nil {
+			return cfg, usageErr("%v", err)
+		}
+		cfg.Replace = replace
+	}
+	if given("seed") {
+		cfg.Seed = new(s.seed)
+	}
+	if given("margin") {
+		cfg.Margin = s.margin
+		if s.margin == 0 {
+			cfg.Margin = controller.MarginAuto
+		}
+	}
+	for name, v := range map[string]struct{ from, to *int }{"budget": {&s.budget, &cfg.Budget}, "init": {&s.init, &cfg.Init},
+		"pool": {&s.pool, &cfg.Pool}, "tournament": {&s.tournament, &cfg.Tournament}, "max-deliver": {&s.maxDeliver, &cfg.MaxDeliver}} {
+		if given(name) {
+			*v.to = *v.from
+		}
+	}
+	if given("ack-wait") {
+		cfg.AckWait = s.ackWait
+	}
+	if s.margin < 0 {
+		return cfg, usageErr("--margin %d: must be >= 0 (0 derives it from the live slots)", s.margin)
 	}
 	return cfg, nil
 }
+
+// configErr turns the controller's config errors into usage errors (exit
+// code 2) that name the flag of a setting that conflicts with the run's
+// record.
+func configErr(err error) error {
+	var se *controller.SettingError
+	switch {
+	case errors.As(err, &se):
+		return usageErr("%s %s: the run records %s; %s", settingFlag[se.Field], se.Given, se.Recorded, se.Why)
+	case errors.Is(err, controller.ErrConfig):
+		return usageErr("%v", err)
+	}
+	return err
+}
+
+// settingFlag is the flag of each setting a run records.
+var settingFlag = map[string]string{
+	"Space": "--config", "Seed": "--seed", "Init": "--init", "Pool": "--pool", "Replace": "--replace",
+	"Tournament": "--tournament", "SeedsFrom": "--from-run", "Budget": "--budget", "Margin": "--margin",
+	"AckWait": "--ack-wait", "MaxDeliver": "--max-deliver",
+}
+
+// defaultSpace is the search space of a new run that names none.
+func defaultSpace() (*space.Space, error) { return space.Parse(mlp.DefaultSpace) }
 
 // validate catches values that the defaults would silently replace.
 func (s *searchFlags) validate() error {
@@ -251,13 +300,6 @@ func (s *searchFlags) validate() error {
 		return usageErr("--progress %s: want at least 10ms", s.progress)
 	}
 	return nil
-}
-
-func loadSpace(path string) (*space.Space, error) {
-	if path == "" {
-		return space.Parse(mlp.DefaultSpace)
-	}
-	return space.Load(path)
 }
 
 func defaultRunID() string {

@@ -57,7 +57,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err := c.validate(ctx, fs, log); err != nil {
 		return err
 	}
-	cfg, err := c.config(log)
+	cfg, err := c.config(fs, log)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 		return err
 	}
 	procs, err := c.startWorkers(connect, cfg.Run, log)
-	defer procs.stop(log)
+	defer func() { procs.stop(log, ctx.Err() != nil, c.env.Force) }()
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,11 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	}
 	err = runController(cctx, s, cfg, c.env, c.jsonOut, finish)
 	if err != nil {
-		procs.signal(syscall.SIGTERM) // the run is not done: workers would wait for it
+		// The run is not done, so the workers would wait for it: they
+		// drain. This is their one signal for an interrupt too, since they
+		// sit in process groups of their own, out of reach of the
+		// terminal's Ctrl-C.
+		procs.signal(syscall.SIGTERM)
 	}
 	return err
 }
@@ -209,7 +213,12 @@ func (c *runCmd) startWorkers(connect, run string, log logrus.FieldLogger) (*wor
 		args = append(args, c.w.args()...)
 		cmd := exec.Command(exe, append(args, c.l.args()...)...)
 		cmd.Stdout, cmd.Stderr = c.env.Stderr, c.env.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// A process group of its own: a Ctrl-C on the terminal reaches
+		// run alone, which passes one signal on per interrupt. Were the
+		// workers in the terminal's group, one Ctrl-C would reach them
+		// twice (from the terminal and from run) and stop them at once
+		// instead of letting them drain.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			return p, fmt.Errorf("start worker %d: %w", i+1, err)
 		}
@@ -234,10 +243,30 @@ func (p *workerProcs) watch(cmd *exec.Cmd, log logrus.FieldLogger) {
 	}
 }
 
-// stop waits for the workers to leave by themselves (the run is done),
-// then asks them to drain (SIGTERM), then kills them.
-func (p *workerProcs) stop(log logrus.FieldLogger) {
+// stop waits for the workers to leave. After an interrupt they drain
+// (the SIGTERM they got when the controller stopped) for as long as they
+// need, unless force ends first (a second interrupt): then each gets a
+// second SIGTERM, which makes it hand its designs back and leave at once.
+// Otherwise (the run is done) they leave by themselves, or are asked to
+// drain, then killed. Either way they leave before the embedded broker
+// stops, so what they hand back reaches it.
+func (p *workerProcs) stop(log logrus.FieldLogger, interrupted bool, force context.Context) {
 	if p.done == nil {
+		return
+	}
+	if interrupted && force != nil {
+		select {
+		case <-p.done:
+			return
+		case <-force.Done():
+		}
+		p.signal(syscall.SIGTERM)
+		if p.waitFor(ForceGrace / 2) {
+			return
+		}
+		log.Warn("local workers did not stop in time; killing them")
+		p.signal(syscall.SIGKILL)
+		<-p.done
 		return
 	}
 	if p.waitFor(WorkerExitTimeout) {

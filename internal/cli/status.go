@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,17 +27,24 @@ type statusCmd struct {
 
 // runStatus is what status reports; its JSON form is `evoq status --json`.
 type runStatus struct {
-	Run         string                `json:"run"`
-	Phase       schema.Phase          `json:"phase"`
-	Budget      int                   `json:"budget"`
-	Done        int                   `json:"done"`
-	ByStatus    map[schema.Status]int `json:"by_status"`
-	InFlight    int                   `json:"in_flight"` // delivered to a slot, not acked
-	Queued      int                   `json:"queued"`    // waiting on the work queue
-	Best        *float64              `json:"best_fitness"`
-	BestID      string                `json:"best_id,omitempty"`
-	Workers     []workerStatus        `json:"workers"`
-	Problems    []string              `json:"problems"`
+	Run      string                `json:"run"`
+	Phase    schema.Phase          `json:"phase"`
+	Budget   int                   `json:"budget"`
+	Done     int                   `json:"done"`
+	ByStatus map[schema.Status]int `json:"by_status"`
+	InFlight int                   `json:"in_flight"` // delivered to a slot, not acked
+	Queued   int                   `json:"queued"`    // waiting on the work queue
+	Best     *float64              `json:"best_fitness"`
+	BestID   string                `json:"best_id,omitempty"`
+	// Settings are the search settings the run records, as name=value;
+	// Changes the ones restarts changed on purpose.
+	Settings []string        `json:"settings"`
+	Changes  []schema.Change `json:"changes,omitempty"`
+	// Controller is the controller that holds the run's lease, if one
+	// does and the credential may read it.
+	Controller  *schema.Lease  `json:"controller,omitempty"`
+	Workers     []workerStatus `json:"workers"`
+	Problems    []string       `json:"problems"`
 	queueKnown  bool
 	perWorker   map[string]*workerStatus
 	designsSeen map[uint64]bool
@@ -126,6 +134,10 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (
 	if err != nil {
 		return nil, err
 	}
+	if ri.Run != nil {
+		st.Settings, st.Changes = controller.RecordSettings(ri.Run), ri.Run.Changes
+	}
+	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
 	st.readPresence(ctx, r)
 	st.readQueue(ctx, r.JS())
 	st.finish(time.Now())
@@ -223,6 +235,15 @@ func (st *runStatus) print(env Env) {
 	fmt.Fprintf(env.Stdout, "results: %s\n", strings.Join(parts, ", "))
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
+	}
+	if len(st.Settings) > 0 {
+		fmt.Fprintf(env.Stdout, "settings: %s\n", strings.Join(st.Settings, " "))
+	}
+	for _, ch := range st.Changes {
+		fmt.Fprintf(env.Stdout, "changed: %s %s -> %s at %s\n", ch.Setting, ch.From, ch.To, ch.At.Local().Format(time.DateTime))
+	}
+	if l := st.Controller; l != nil {
+		fmt.Fprintf(env.Stdout, "controller: pid %d on %s since %s\n", l.PID, l.Host, l.Since.Local().Format(time.DateTime))
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tHOST\tSLOTS\tBUSY\tSTATE\tEVALUATIONS\tFAILURES\tLAST SEEN")

@@ -1,0 +1,306 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A run that continues (a restarted controller, or --resume) is the same
+// run: every search setting comes from its record in the run bucket, not
+// from defaults. A setting given explicitly (non-zero in Config) must
+// equal the recorded one, except the few a user may change on purpose
+// mid-run, which are applied and recorded as changes:
+//
+//   - Budget may grow: the run goes on to the larger budget. It may not
+//     shrink, since designs beyond the smaller one may already be
+//     published; stop the run instead.
+//   - Margin, AckWait and MaxDeliver steer how designs reach slots and
+//     when a silent one is given up, not what the search does; the fold
+//     never reads them, and what they decide (a lost design) is itself
+//     recorded in the results stream.
+//
+// Everything the fold or the design generator reads (Space, Seed, Init,
+// Pool, Replace, Tournament, Seeds) is fixed for the run's life: changing
+// it would make the rebuilt pool differ from the pool before the restart.
+
+// SettingError says a setting given for a run that continues cannot be
+// used: it differs from the run's record and may not change mid-run.
+type SettingError struct {
+	// Field is the Config field.
+	Field string
+	// Recorded and Given are the two values, as text.
+	Recorded, Given string
+	// Why says why it may not change, and what to do instead.
+	Why string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("%s %s: the run records %s; %s", e.Field, e.Given, e.Recorded, e.Why)
+}
+
+// Unwrap makes a SettingError an ErrConfig.
+func (e *SettingError) Unwrap() error { return ErrConfig }
+
+// fixedWhy is why a setting the fold or the design generator reads may
+// not change.
+const fixedWhy = "it shapes the search, so it cannot change mid-run (leave it out to continue with the recorded value, or start a new run seeded from this one)"
+
+// Continuation says how a run continues from its record.
+type Continuation struct {
+	// Taken are the settings taken from the record, as name=value.
+	Taken []string
+	// Changes are the settings changed on purpose by this start.
+	Changes []schema.Change
+	// Recorded are settings the record did not hold yet (a run recorded
+	// by an older controller); they are recorded from now on.
+	Recorded []string
+}
+
+// Continue returns cfg as a continuation of the recorded run rec: every
+// setting cfg leaves unset (zero) is taken from rec, and one set to
+// another value is refused with a SettingError or, for the settings a
+// user may change mid-run, applied and listed as a change. A nil rec is a
+// new run: cfg is returned as is.
+func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation, error) {
+	if rec == nil {
+		return cfg, nil, nil
+	}
+	k := &Continuation{}
+	if err := continueSpace(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
+	var seed uint64
+	if cfg.Seed != nil {
+		seed = *cfg.Seed
+	}
+	fixed := []struct {
+		field, name string
+		rec, given  any
+		set         func()
+		recorded    bool
+	}{
+		{"Seed", "seed", rec.Seed, seed, func() { cfg.Seed = new(rec.Seed) }, cfg.Seed != nil},
+		{"Init", "init", rec.Init, cfg.Init, func() { cfg.Init = rec.Init }, cfg.Init != 0},
+		{"Pool", "pool", rec.Pool, cfg.Pool, func() { cfg.Pool = rec.Pool }, cfg.Pool != 0},
+		{"Replace", "replace", Replace(rec.Replace), cfg.Replace, func() { cfg.Replace = Replace(rec.Replace) }, cfg.Replace != ""},
+		{"Tournament", "tournament", rec.Tournament, cfg.Tournament, func() { cfg.Tournament = rec.Tournament }, cfg.Tournament != 0},
+	}
+	for _, f := range fixed {
+		if err := k.fixed(f.field, f.name, f.rec, f.given, f.recorded, f.set); err != nil {
+			return cfg, nil, err
+		}
+	}
+	if err := continueSeeds(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
+	if err := continueBudget(rec, &cfg, k, now); err != nil {
+		return cfg, nil, err
+	}
+	k.changeable("Margin", "margin", rec.Margin, &cfg.Margin, func(v int) string { return strings.Fields(marginText(v))[0] }, now)
+	k.changeable("MaxDeliver", "max_deliver", rec.MaxDeliver, &cfg.MaxDeliver, func(v int) string { return fmt.Sprint(v) }, now)
+	recAck, ack := int(rec.AckWait), int(cfg.AckWait)
+	k.changeable("AckWait", "ack_wait", recAck, &ack, func(v int) string { return time.Duration(v).String() }, now)
+	cfg.AckWait = time.Duration(ack)
+	return cfg, k, nil
+}
+
+// fixed takes a setting the search depends on from the record, or refuses
+// a different given value. A zero recorded value was not recorded (an
+// older record): the given or default value is recorded from now on.
+func (k *Continuation) fixed(field, name string, rec, given any, isGiven bool, take func()) error {
+	switch {
+	case reflect.ValueOf(rec).IsZero():
+		k.Recorded = append(k.Recorded, name)
+	case !isGiven:
+		take()
+		k.Taken = append(k.Taken, fmt.Sprintf("%s=%v", name, rec))
+	case !reflect.DeepEqual(rec, given):
+		return &SettingError{Field: field, Recorded: fmt.Sprint(rec), Given: fmt.Sprint(given), Why: fixedWhy}
+	}
+	return nil
+}
+
+// changeable takes a setting from the record unless one is given; a given
+// value that differs is a change.
+func (k *Continuation) changeable(field, name string, rec int, given *int, text func(int) string, now time.Time) {
+	switch {
+	case rec == 0:
+		k.Recorded = append(k.Recorded, name)
+	case *given == 0:
+		*given = rec
+		k.Taken = append(k.Taken, name+"="+text(rec))
+	case *given != rec:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: text(rec), To: text(*given)})
+	}
+}
+
+func continueBudget(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
+	switch {
+	case cfg.Budget == 0:
+		cfg.Budget = rec.Budget
+		k.Taken = append(k.Taken, fmt.Sprintf("budget=%d", rec.Budget))
+	case cfg.Budget < rec.Budget:
+		return &SettingError{Field: "Budget", Recorded: fmt.Sprint(rec.Budget), Given: fmt.Sprint(cfg.Budget),
+			Why: "a budget can grow mid-run but not shrink, since designs beyond the smaller one may be published already (stop the run instead)"}
+	case cfg.Budget > rec.Budget:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "budget", From: fmt.Sprint(rec.Budget), To: fmt.Sprint(cfg.Budget)})
+	}
+	return nil
+}
+
+// continueSpace takes the recorded search space itself (its YAML), or
+// checks that a given one is the same text.
+func continueSpace(rec *schema.Run, cfg *Config, k *Continuation) error {
+	if len(rec.SpaceYAML) == 0 {
+		if cfg.Space == nil {
+			return fmt.Errorf("%w: Space: the run's record holds no search space and none is given", ErrConfig)
+		}
+		k.Recorded = append(k.Recorded, "space")
+		return nil
+	}
+	if cfg.Space != nil {
+		if !bytes.Equal(bytes.TrimSpace(cfg.Space.Source()), bytes.TrimSpace(rec.SpaceYAML)) {
+			return &SettingError{Field: "Space", Recorded: spaceText(rec.Space, rec.SpaceYAML),
+				Given: spaceText(cfg.Space.Name(), cfg.Space.Source()), Why: fixedWhy}
+		}
+		return nil
+	}
+	sp, err := space.Parse(rec.SpaceYAML)
+	if err != nil {
+		return fmt.Errorf("%w: Space: the run's recorded search space does not parse: %v", ErrConfig, err)
+	}
+	cfg.Space = sp
+	k.Taken = append(k.Taken, "space="+sp.Name())
+	return nil
+}
+
+// spaceText names a search space and the digest of its text, which is
+// what two spaces are compared by.
+func spaceText(name string, yaml []byte) string {
+	return fmt.Sprintf("%q (text sha256 %.12x)", name, sha256.Sum256(bytes.TrimSpace(yaml)))
+}
+
+// continueSeeds takes the recorded seed genomes: seeds are taken from the
+// earlier run once, when the run starts, so a restart does not re-pick
+// them from a store that may have changed since.
+func continueSeeds(rec *schema.Run, cfg *Config, k *Continuation) error {
+	older := rec.Tournament == 0 // recorded before seeds were kept
+	switch {
+	case older:
+		return nil
+	case cfg.SeedsFrom != "" && cfg.SeedsFrom != rec.SeedsFrom:
+		recorded := rec.SeedsFrom
+		if recorded == "" {
+			recorded = "no seeds"
+		}
+		return &SettingError{Field: "SeedsFrom", Recorded: recorded, Given: cfg.SeedsFrom,
+			Why: "seeds are the first designs of a run and are taken when it starts (start a new run to seed it from another)"}
+	}
+	cfg.SeedsFrom, cfg.Seeds = rec.SeedsFrom, rec.Seeds
+	if rec.SeedsFrom != "" {
+		k.Taken = append(k.Taken, fmt.Sprintf("from_run=%s (%d seeds)", rec.SeedsFrom, len(rec.Seeds)))
+	}
+	return nil
+}
+
+// Resolve returns the settings the controller runs with: for a run the
+// run bucket already records, cfg continued from that record (see
+// Continue); for a new one, cfg. Either way with defaults applied and
+// validated. The continuation is nil for a new run.
+func Resolve(ctx context.Context, js jetstream.JetStream, cfg Config) (Config, *Continuation, error) {
+	rec, err := LoadRun(ctx, js, cfg.Run)
+	if err != nil {
+		return cfg, nil, err
+	}
+	return resolve(rec, cfg, time.Now)
+}
+
+func resolve(rec *schema.Run, cfg Config, now func() time.Time) (Config, *Continuation, error) {
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	cfg, k, err := Continue(rec, cfg, now())
+	if err != nil {
+		return cfg, nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, err
+	}
+	return cfg.withDefaults(), k, nil
+}
+
+// LoadRun reads run's record from the run bucket; nil, with no error,
+// when the run is new.
+func LoadRun(ctx context.Context, js jetstream.JetStream, run string) (*schema.Run, error) {
+	kv, err := js.KeyValue(ctx, schema.RunBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+	}
+	e, err := kv.Get(ctx, run)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the record of run %s: %w", run, err)
+	}
+	rec, err := schema.DecodeRun(e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("the record of run %s does not decode (start a new run with another --run): %w", run, err)
+	}
+	return rec, nil
+}
+
+// Fields are the continuation's figures for the log line that says how a
+// restarted run continues.
+func (k *Continuation) Fields() map[string]any {
+	f := map[string]any{"taken": strings.Join(k.Taken, " ")}
+	if len(k.Changes) > 0 {
+		ch := make([]string, len(k.Changes))
+		for i, c := range k.Changes {
+			ch[i] = fmt.Sprintf("%s %s->%s", c.Setting, c.From, c.To)
+		}
+		f["changed"] = strings.Join(ch, " ")
+	}
+	if len(k.Recorded) > 0 {
+		f["recorded_now"] = strings.Join(k.Recorded, " ")
+	}
+	return f
+}
+
+// RecordSettings are the search settings rec records, as name=value, in
+// the form the continuation log line takes them.
+func RecordSettings(rec *schema.Run) []string {
+	out := []string{"space=" + rec.Space, fmt.Sprintf("budget=%d", rec.Budget), fmt.Sprintf("seed=%d", rec.Seed)}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"init", rec.Init}, {"pool", rec.Pool}, {"tournament", rec.Tournament}, {"max_deliver", rec.MaxDeliver}} {
+		if f.v != 0 {
+			out = append(out, fmt.Sprintf("%s=%d", f.name, f.v))
+		}
+	}
+	if rec.Replace != "" {
+		out = append(out, "replace="+rec.Replace)
+	}
+	if rec.Margin != 0 {
+		out = append(out, "margin="+strings.Fields(marginText(rec.Margin))[0])
+	}
+	out = append(out, "ack_wait="+rec.AckWait.String())
+	if rec.SeedsFrom != "" {
+		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
+	}
+	return out
+}
