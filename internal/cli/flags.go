@@ -25,10 +25,7 @@ import (
 func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("evoq "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: evoq %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(fs, name, synopsis) }
 	return fs
 }
 

@@ -38,7 +38,7 @@ func (s *securityFlags) register(fs *flag.FlagSet, server, withConnect bool) {
 	fs.StringVar(&s.tlsKey, "tls-key", "", "key of --tls-cert (PEM)")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "CA certificates (PEM): that sign clients' certificates (broker) or the broker's (client)")
 	if withConnect {
-		fs.StringVar(&s.connect, "connect", "", "connect file of an external broker (written by `evoq broker --connect-file`): URLs and credential")
+		fs.StringVar(&s.connect, "connect", "", "connect file of an external broker (written by 'evoq broker --connect-file'): URLs and credential")
 	}
 }
 

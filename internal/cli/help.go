@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+)
+
+// groupedHelp are the commands whose -h lists its flags under the headings
+// of flagGroups: with a dozen flags and more, one alphabetical list hides
+// the few a reader came for. The other commands have a handful, or
+// (run delete) mostly the broker's, and keep one list.
+var groupedHelp = map[string]bool{"run": true, "controller": true, "worker": true, "broker": true}
+
+// flagGroups is the one table of which heading a flag is listed under, in
+// the order -h prints them. A flag name means the same thing in every
+// command that has it, so one entry serves them all. A flag of a grouped
+// command missing here is listed under otherHeading rather than dropped,
+// and TestHelpGroups fails until it is added.
+var flagGroups = []struct {
+	heading string
+	flags   []string
+}{
+	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run"}},
+	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver"}},
+	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
+		"min-eval-time", "drain-timeout"}},
+	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-fail"}},
+	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
+		"cluster-name", "server-name", "cluster-listen", "routes"}},
+	{"Security", []string{"insecure", "auth", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},
+	{"Output and observability", []string{"json", "progress", "idle-alarm", "metrics", "log-format", "log-level"}},
+}
+
+const otherHeading = "Other"
+
+// headingOf maps a flag name to its heading in flagGroups.
+var headingOf = func() map[string]string {
+	m := map[string]string{}
+	for _, g := range flagGroups {
+		for _, f := range g.flags {
+			m[f] = g.heading
+		}
+	}
+	return m
+}()
+
+// printUsage is the -h text of command name: the synopsis, then the flags
+// in the flag package's own format, grouped for the commands in
+// groupedHelp.
+func printUsage(fs *flag.FlagSet, name, synopsis string) {
+	out := fs.Output()
+	fmt.Fprintf(out, "Usage: evoq %s [flags]\n\n%s\n", name, synopsis)
+	if !groupedHelp[name] {
+		fmt.Fprintln(out, "\nFlags:")
+		fs.PrintDefaults()
+		return
+	}
+	for _, g := range groupFlags(fs) {
+		fmt.Fprintf(out, "\n%s:\n", g.heading)
+		g.fs.PrintDefaults()
+	}
+}
+
+type flagGroup struct {
+	heading string
+	fs      *flag.FlagSet
+}
+
+// groupFlags splits fs into one flag set per heading that has flags, in
+// flagGroups' order and then otherHeading. Each group is a flag set of its
+// own because the flag package formats a flag (argument name taken from
+// back quotes, default shown only when not the zero value) only through
+// PrintDefaults; copying the flags reuses that format instead of
+// imitating it.
+func groupFlags(fs *flag.FlagSet) []flagGroup {
+	sets := map[string]*flag.FlagSet{}
+	fs.VisitAll(func(f *flag.Flag) {
+		h, ok := headingOf[f.Name]
+		if !ok {
+			h = otherHeading
+		}
+		g := sets[h]
+		if g == nil {
+			g = flag.NewFlagSet(h, flag.ContinueOnError)
+			g.SetOutput(fs.Output())
+			sets[h] = g
+		}
+		g.Var(f.Value, f.Name, f.Usage)
+		// Var records the value's current text as the default; flags given
+		// before -h have changed it, and -h shows the registered default.
+		g.Lookup(f.Name).DefValue = f.DefValue
+	})
+	var groups []flagGroup
+	for _, g := range flagGroups {
+		if sets[g.heading] != nil {
+			groups = append(groups, flagGroup{g.heading, sets[g.heading]})
+		}
+	}
+	if sets[otherHeading] != nil {
+		groups = append(groups, flagGroup{otherHeading, sets[otherHeading]})
+	}
+	return groups
+}
