@@ -1,0 +1,175 @@
+package controller
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/schema"
+)
+
+// recorded is a run's record as a controller writes it: budget 300, seed
+// 7, init 30, pool 15.
+func recorded(t *testing.T) *schema.Run {
+	t.Helper()
+	sp := mlpSpace(t)
+	return &schema.Run{Run: "x", Phase: schema.PhaseRunning, Budget: 300, Space: sp.Name(), SpaceYAML: sp.Source(),
+		Seed: 7, AckWait: 30 * time.Second, Init: 30, Pool: 15, Replace: "worst", Tournament: 3,
+		Margin: MarginAuto, MaxDeliver: 3}
+}
+
+func TestContinueTakesTheRecord(t *testing.T) {
+	t.Parallel()
+	rec := recorded(t)
+	cfg, k, err := resolve(rec, Config{Run: "x"}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Budget != 300 || *cfg.Seed != 7 || cfg.Init != 30 || cfg.Pool != 15 || cfg.Tournament != 3 ||
+		cfg.Replace != ReplaceWorst || cfg.Margin != MarginAuto || cfg.MaxDeliver != 3 || cfg.AckWait != 30*time.Second {
+		t.Errorf("continued with %+v; want the record's settings", cfg)
+	}
+	if cfg.Space == nil || string(cfg.Space.Source()) != string(rec.SpaceYAML) {
+		t.Errorf("continued without the recorded space")
+	}
+	if len(k.Changes) != 0 || len(k.Recorded) != 0 {
+		t.Errorf("changes %v, recorded now %v; want none", k.Changes, k.Recorded)
+	}
+	taken := strings.Join(k.Taken, " ")
+	for _, want := range []string{"budget=300", "seed=7", "init=30", "pool=15", "tournament=3", "replace=worst", "space=mlp-spirals", "margin=auto", "ack_wait=30s"} {
+		if !strings.Contains(taken, want) {
+			t.Errorf("taken %q lacks %s", taken, want)
+		}
+	}
+}
+
+func TestContinueGivenSettings(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	other, err := space.Parse([]byte("name: other\nparams:\n  x: {type: int, min: 1, max: 9}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		field   string // of the SettingError; "" for none
+		changes string // the changes made, as setting:from:to
+	}{
+		{"the same values", func(c *Config) {
+			c.Budget, c.Seed, c.Init, c.Pool, c.Replace, c.Tournament = 300, new(uint64(7)), 30, 15, ReplaceWorst, 3
+		}, "", ""},
+		{"the same space", func(c *Config) { c.Space = mlpSpace(t) }, "", ""},
+		{"another seed", func(c *Config) { c.Seed = new(uint64(9)) }, "Seed", ""},
+		{"seed 0 is a seed", func(c *Config) { c.Seed = new(uint64(0)) }, "Seed", ""},
+		{"another init", func(c *Config) { c.Init = 20 }, "Init", ""},
+		{"another pool", func(c *Config) { c.Pool = 10 }, "Pool", ""},
+		{"another replace", func(c *Config) { c.Replace = ReplaceOldest }, "Replace", ""},
+		{"another tournament", func(c *Config) { c.Tournament = 2 }, "Tournament", ""},
+		{"another space", func(c *Config) { c.Space = other }, "Space", ""},
+		{"seeded from a run", func(c *Config) { c.SeedsFrom = "old" }, "SeedsFrom", ""},
+		{"a smaller budget", func(c *Config) { c.Budget = 250 }, "Budget", ""},
+		{"a larger budget", func(c *Config) { c.Budget = 400 }, "", "budget:300:400"},
+		{"a margin", func(c *Config) { c.Margin = 8 }, "", "margin:auto:8"},
+		{"an ack wait", func(c *Config) { c.AckWait = time.Minute }, "", "ack_wait:30s:1m0s"},
+		{"a redelivery limit", func(c *Config) { c.MaxDeliver = 5 }, "", "max_deliver:3:5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Run: "x"}
+			tt.edit(&cfg)
+			got, k, err := resolve(recorded(t), cfg, func() time.Time { return now })
+			var se *SettingError
+			if tt.field != "" {
+				if !errors.As(err, &se) || se.Field != tt.field || !errors.Is(err, ErrConfig) {
+					t.Fatalf("resolve = %v; want a SettingError on %s", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("resolve = %v", err)
+			}
+			var changes []string
+			for _, c := range k.Changes {
+				if !c.At.Equal(now) {
+					t.Errorf("change %+v not dated now", c)
+				}
+				changes = append(changes, c.Setting+":"+c.From+":"+c.To)
+			}
+			if strings.Join(changes, " ") != tt.changes {
+				t.Errorf("changes %v, want %q", changes, tt.changes)
+			}
+			if tt.changes == "budget:300:400" && got.Budget != 400 {
+				t.Errorf("budget %d after raising it to 400", got.Budget)
+			}
+		})
+	}
+}
+
+// A record that predates a setting leaves it to the flags or the
+// defaults, and says it is recorded from now on.
+func TestContinueOlderRecord(t *testing.T) {
+	t.Parallel()
+	rec := recorded(t)
+	rec.Tournament, rec.Margin, rec.MaxDeliver = 0, 0, 0
+	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tournament != 5 || cfg.MaxDeliver != 3 || cfg.Margin != MarginAuto {
+		t.Errorf("tournament %d, max deliver %d, margin %d; want the given 5 and the defaults", cfg.Tournament, cfg.MaxDeliver, cfg.Margin)
+	}
+	if got := strings.Join(k.Recorded, " "); got != "tournament margin max_deliver" {
+		t.Errorf("recorded now: %q", got)
+	}
+}
+
+// Seeds are taken from the record, not picked again from the earlier run.
+func TestContinueSeeds(t *testing.T) {
+	t.Parallel()
+	rec := recorded(t)
+	sp := mlpSpace(t)
+	rec.SeedsFrom = "old"
+	for range 3 {
+		rec.Seeds = append(rec.Seeds, sp.Random(rand.New(rand.NewPCG(1, uint64(len(rec.Seeds))))))
+	}
+	cfg, _, err := resolve(rec, Config{Run: "x", SeedsFrom: "old", Seeds: rec.Seeds[:1]}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Seeds) != 3 || cfg.SeedsFrom != "old" {
+		t.Errorf("%d seeds from %q; want the record's 3 from old", len(cfg.Seeds), cfg.SeedsFrom)
+	}
+	if _, _, err := resolve(rec, Config{Run: "x", SeedsFrom: "another"}, time.Now); err == nil {
+		t.Error("seeds from another run were accepted")
+	}
+}
+
+func TestContinueNewRun(t *testing.T) {
+	t.Parallel()
+	cfg, k, err := resolve(nil, Config{Run: "x", Space: mlpSpace(t)}, time.Now)
+	if err != nil || k != nil {
+		t.Fatalf("resolve = %v, %v", k, err)
+	}
+	if cfg.Budget != BudgetDefault || *cfg.Seed != SeedDefault {
+		t.Errorf("new run: budget %d seed %d; want the defaults", cfg.Budget, *cfg.Seed)
+	}
+	if _, _, err := resolve(nil, Config{Run: "x"}, time.Now); !errors.Is(err, ErrConfig) {
+		t.Errorf("a new run without a space: %v; want ErrConfig", err)
+	}
+}
+
+// RecordSettings reads back what a record holds, in the continuation's
+// form.
+func TestRecordSettings(t *testing.T) {
+	t.Parallel()
+	got := strings.Join(RecordSettings(recorded(t)), " ")
+	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto ack_wait=30s"
+	if got != want {
+		t.Errorf("RecordSettings = %q\nwant %q", got, want)
+	}
+}
