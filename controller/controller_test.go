@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
@@ -359,8 +360,8 @@ func TestControllerRun(t *testing.T) {
 			cfg.Budget, cfg.Init, cfg.Pool, cfg.Replace = budget, init, 5, tt.replace
 			cfg.ExpectSlots, cfg.WaitSlots = 8, 8
 			done := bu.start(t, bu.ctx, cfg)
-			bu.worker(t, run, "w1", 4, worker.Noop{}, 0)
-			bu.worker(t, run, "w2", 4, worker.Noop{}, 0)
+			bu.worker(t, run, "w1", 4, evaluators.Noop{}, 0)
+			bu.worker(t, run, "w2", 4, evaluators.Noop{}, 0)
 			o := bu.wait(t, done)
 			if o.err != nil {
 				t.Fatalf("Run: %v", o.err)
@@ -438,7 +439,7 @@ func TestControllerInFlight(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	sim := worker.Sim{Mean: 20 * time.Millisecond}
+	sim := evaluators.Sim{Mean: 20 * time.Millisecond}
 	bu.worker(t, run, "w1", slots/2, sim, 0)
 	bu.worker(t, run, "w2", slots/2, sim, 0)
 	o := bu.wait(t, done)
@@ -481,7 +482,7 @@ func TestControllerRestart(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(bu.ctx)
 	defer cancel1()
 	done1 := bu.start(t, ctx1, cfg)
-	g := newGate(worker.Sim{Mean: 20 * time.Millisecond, Fail: 0.2})
+	g := newGate(evaluators.Sim{Mean: 20 * time.Millisecond, Fail: 0.2})
 	bu.worker(t, run, "w1", 4, g, 0)
 	bu.worker(t, run, "w2", 4, g, 0)
 	subject := schema.ResultSubject(run)
@@ -582,7 +583,7 @@ func TestControllerLost(t *testing.T) {
 		}
 	}
 
-	bu.worker(t, run, "w1", 2, worker.Noop{}, 300*time.Millisecond)
+	bu.worker(t, run, "w1", 2, evaluators.Noop{}, 300*time.Millisecond)
 	o := bu.wait(t, done)
 	if o.err != nil {
 		t.Fatalf("Run: %v", o.err)
@@ -907,7 +908,7 @@ func TestControllerLostWhileDown(t *testing.T) {
 		t.Fatalf("first controller returned %v", o.err)
 	}
 	// A worker's pull request makes the broker give the design up.
-	bu.worker(t, run, "w1", 2, worker.Noop{}, 300*time.Millisecond)
+	bu.worker(t, run, "w1", 2, evaluators.Noop{}, 300*time.Millisecond)
 	bu.waitFor(t, "design given up", func() bool {
 		info, err := cons.Info(bu.ctx)
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
