@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -369,7 +368,7 @@ func (c *Controller) observe(ctx context.Context) {
 		return
 	}
 	l := c.slots.live(c.cfg.Now())
-	snap := metrics.Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
+	snap := Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
 	if info, err := c.cons.Info(ctx); err == nil {
 		snap.Queued = int(info.NumPending)
 	}
