@@ -377,6 +377,9 @@ func TestControllerRun(t *testing.T) {
 			if s.PoolSize != 5 || s.Run != run {
 				t.Errorf("pool size %d, run %q; want 5, %q", s.PoolSize, s.Run, run)
 			}
+			if s.Replay != nil {
+				t.Errorf("a fresh run's summary has a replay: %+v", s.Replay)
+			}
 			if s.BestFitness == nil || *s.BestFitness != 0 || s.BestRandomFitness == nil || s.Best == nil {
 				t.Errorf("best %v, best random %v, genome %v; want fitness 0 (noop) and a genome", s.BestFitness, s.BestRandomFitness, s.Best)
 			}
@@ -534,6 +537,9 @@ func TestControllerRestart(t *testing.T) {
 	}
 	if got := replay(results, cfg).Pool().Digest(); got != s.PoolDigest {
 		t.Errorf("replayed pool digest %s, summary %s", got, s.PoolDigest)
+	}
+	if r := s.Replay; r == nil || r.Results < atStop || r.Results >= budget || r.Published < uint64(r.Results) {
+		t.Errorf("summary's replay %+v, want between %d and %d results", r, atStop, budget-1)
 	}
 	t.Logf("restarted after %d of %d results with %d designs queued; %d results in the stream", atStop, budget, queued, len(results))
 	// Every design was acked: nothing is left on the work queue.

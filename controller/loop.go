@@ -39,10 +39,12 @@ func (c *Controller) replay(ctx context.Context) error {
 	c.replayed = c.fold.Terminal()
 	c.live = true
 	if c.published > 0 {
-		took := time.Since(began)
-		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
-			"pool_digest": c.fold.Pool().Digest(), "replay_s": math.Round(took.Seconds()*1000) / 1000,
-			"results_per_s": math.Round(float64(c.fold.Terminal()) / max(took.Seconds(), 1e-9))}).Info("resumed run from its results stream")
+		took := time.Since(began).Seconds()
+		c.resumed = &Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: round(took, 3),
+			ResultsPerS: math.Round(float64(c.fold.Terminal()) / max(took, 1e-9))}
+		c.log.WithFields(logrus.Fields{"results": c.resumed.Results, "published": c.published,
+			"pool_digest": c.fold.Pool().Digest(), "replay_s": c.resumed.Seconds,
+			"results_per_s": c.resumed.ResultsPerS}).Info("resumed run from its results stream")
 	}
 	return nil
 }
