@@ -7,7 +7,6 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller/space"
-	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
@@ -92,8 +91,8 @@ type Config struct {
 	// goroutine, with the run's progress; it must not block. Defaults to
 	// nothing.
 	OnProgress func(Progress)
-	// Metrics receives the run's figures for Prometheus. Defaults to none.
-	Metrics *metrics.Controller
+	// Metrics receives the run's figures (see Metrics). Defaults to none.
+	Metrics Metrics
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to logrus.StandardLogger().

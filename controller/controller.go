@@ -63,6 +63,7 @@ type Controller struct {
 	lost         chan uint64
 	alerts       chan string
 	lastLog      time.Time
+	resumed      *Replay // what replay found in the stream; nil for a fresh run
 }
 
 // New returns a controller; Run runs the search. Settings cfg leaves

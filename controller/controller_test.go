@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
@@ -359,8 +360,8 @@ func TestControllerRun(t *testing.T) {
 			cfg.Budget, cfg.Init, cfg.Pool, cfg.Replace = budget, init, 5, tt.replace
 			cfg.ExpectSlots, cfg.WaitSlots = 8, 8
 			done := bu.start(t, bu.ctx, cfg)
-			bu.worker(t, run, "w1", 4, worker.Noop{}, 0)
-			bu.worker(t, run, "w2", 4, worker.Noop{}, 0)
+			bu.worker(t, run, "w1", 4, evaluators.Noop{}, 0)
+			bu.worker(t, run, "w2", 4, evaluators.Noop{}, 0)
 			o := bu.wait(t, done)
 			if o.err != nil {
 				t.Fatalf("Run: %v", o.err)
@@ -375,6 +376,9 @@ func TestControllerRun(t *testing.T) {
 			}
 			if s.PoolSize != 5 || s.Run != run {
 				t.Errorf("pool size %d, run %q; want 5, %q", s.PoolSize, s.Run, run)
+			}
+			if s.Replay != nil {
+				t.Errorf("a fresh run's summary has a replay: %+v", s.Replay)
 			}
 			if s.BestFitness == nil || *s.BestFitness != 0 || s.BestRandomFitness == nil || s.Best == nil {
 				t.Errorf("best %v, best random %v, genome %v; want fitness 0 (noop) and a genome", s.BestFitness, s.BestRandomFitness, s.Best)
@@ -438,7 +442,7 @@ func TestControllerInFlight(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	sim := worker.Sim{Mean: 20 * time.Millisecond}
+	sim := evaluators.Sim{Mean: 20 * time.Millisecond}
 	bu.worker(t, run, "w1", slots/2, sim, 0)
 	bu.worker(t, run, "w2", slots/2, sim, 0)
 	o := bu.wait(t, done)
@@ -481,7 +485,7 @@ func TestControllerRestart(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(bu.ctx)
 	defer cancel1()
 	done1 := bu.start(t, ctx1, cfg)
-	g := newGate(worker.Sim{Mean: 20 * time.Millisecond, Fail: 0.2})
+	g := newGate(evaluators.Sim{Mean: 20 * time.Millisecond, Fail: 0.2})
 	bu.worker(t, run, "w1", 4, g, 0)
 	bu.worker(t, run, "w2", 4, g, 0)
 	subject := schema.ResultSubject(run)
@@ -534,6 +538,9 @@ func TestControllerRestart(t *testing.T) {
 	if got := replay(results, cfg).Pool().Digest(); got != s.PoolDigest {
 		t.Errorf("replayed pool digest %s, summary %s", got, s.PoolDigest)
 	}
+	if r := s.Replay; r == nil || r.Results < atStop || r.Results >= budget || r.Published < uint64(r.Results) {
+		t.Errorf("summary's replay %+v, want between %d and %d results", r, atStop, budget-1)
+	}
 	t.Logf("restarted after %d of %d results with %d designs queued; %d results in the stream", atStop, budget, queued, len(results))
 	// Every design was acked: nothing is left on the work queue.
 	bu.waitFor(t, "empty work queue", func() bool {
@@ -582,7 +589,7 @@ func TestControllerLost(t *testing.T) {
 		}
 	}
 
-	bu.worker(t, run, "w1", 2, worker.Noop{}, 300*time.Millisecond)
+	bu.worker(t, run, "w1", 2, evaluators.Noop{}, 300*time.Millisecond)
 	o := bu.wait(t, done)
 	if o.err != nil {
 		t.Fatalf("Run: %v", o.err)
@@ -924,7 +931,7 @@ func TestControllerLostWhileDown(t *testing.T) {
 		t.Fatalf("first controller returned %v", o.err)
 	}
 	// A worker's pull request makes the broker give the design up.
-	bu.worker(t, run, "w1", 2, worker.Noop{}, 300*time.Millisecond)
+	bu.worker(t, run, "w1", 2, evaluators.Noop{}, 300*time.Millisecond)
 	bu.waitFor(t, "design given up", func() bool {
 		info, err := cons.Info(bu.ctx)
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -40,10 +39,12 @@ func (c *Controller) replay(ctx context.Context) error {
 	c.replayed = c.fold.Terminal()
 	c.live = true
 	if c.published > 0 {
-		took := time.Since(began)
-		c.log.WithFields(logrus.Fields{"results": c.fold.Terminal(), "published": c.published,
-			"pool_digest": c.fold.Pool().Digest(), "replay_s": math.Round(took.Seconds()*1000) / 1000,
-			"results_per_s": math.Round(float64(c.fold.Terminal()) / max(took.Seconds(), 1e-9))}).Info("resumed run from its results stream")
+		took := time.Since(began).Seconds()
+		c.resumed = &Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: round(took, 3),
+			ResultsPerS: math.Round(float64(c.fold.Terminal()) / max(took, 1e-9))}
+		c.log.WithFields(logrus.Fields{"results": c.resumed.Results, "published": c.published,
+			"pool_digest": c.fold.Pool().Digest(), "replay_s": c.resumed.Seconds,
+			"results_per_s": c.resumed.ResultsPerS}).Info("resumed run from its results stream")
 	}
 	return nil
 }
@@ -371,7 +372,7 @@ func (c *Controller) observe(ctx context.Context) {
 		return
 	}
 	l := c.slots.live(c.cfg.Now())
-	snap := metrics.Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
+	snap := Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
 	if info, err := c.cons.Info(ctx); err == nil {
 		snap.Queued = int(info.NumPending)
 	}

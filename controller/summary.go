@@ -37,6 +37,22 @@ type Summary struct {
 	GapP99Ms   float64 `json:"gap_p99_ms"`
 	PoolSize   int     `json:"pool_size"`
 	PoolDigest string  `json:"pool_digest"`
+	// Replay is what this controller found in the results stream at start;
+	// nil when the run started fresh.
+	Replay *Replay `json:"replay,omitempty"`
+}
+
+// Replay describes a restarted controller's replay of the run's results
+// stream. It is in the summary so that tools read the figures from the
+// summary rather than from the log line that reports them too.
+type Replay struct {
+	// Results is the number of terminal results folded.
+	Results int `json:"results"`
+	// Published is the highest design sequence already published.
+	Published uint64 `json:"published"`
+	// Seconds is how long the fold took, and ResultsPerS its rate.
+	Seconds     float64 `json:"replay_s"`
+	ResultsPerS float64 `json:"results_per_s"`
 }
 
 // Summary describes the run as folded so far.
@@ -59,6 +75,10 @@ func (c *Controller) Summary() *Summary {
 	}
 	if b := f.BestRandom(); b != nil {
 		s.BestRandomFitness = &b.Fitness
+	}
+	if c.resumed != nil {
+		r := *c.resumed
+		s.Replay = &r
 	}
 	if !c.firstPub.IsZero() {
 		wall := c.cfg.Now().Sub(c.firstPub)

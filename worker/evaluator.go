@@ -3,14 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
-	"hash/fnv"
-	"math"
-	"math/rand/v2"
-	"sort"
-	"time"
 
-	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -56,114 +49,4 @@ func Failed(ctx context.Context, err error) Outcome {
 // Infeasible is the outcome of a design that cannot be evaluated.
 func Infeasible(reason string) Outcome {
 	return Outcome{Status: schema.StatusInfeasible, Fitness: schema.InfeasibleFitness, Error: reason}
-}
-
-// Noop returns at once with fitness 0. It measures the system's own cost.
-type Noop struct{}
-
-// Name implements Evaluator.
-func (Noop) Name() string { return "noop" }
-
-// Evaluate implements Evaluator.
-func (Noop) Evaluate(context.Context, Task) Outcome {
-	return Outcome{Status: schema.StatusOK}
-}
-
-// Sim simulates training: it sleeps a lognormal time with mean Mean and
-// sigma 0.8, and a share Fail of designs is infeasible and returns at once.
-// Fitness is a deterministic function of the genome, so the search has
-// something to find. Times and failures are drawn from the design ID and
-// attempt, so a run is reproducible.
-type Sim struct {
-	Mean time.Duration
-	Fail float64
-}
-
-// SimSigma is the sigma of the lognormal evaluation time of Sim.
-const SimSigma = 0.8
-
-// Name implements Evaluator.
-func (Sim) Name() string { return "sim" }
-
-// Evaluate implements Evaluator.
-func (s Sim) Evaluate(ctx context.Context, t Task) Outcome {
-	h := hash64(t.Design.ID)
-	r := rand.New(rand.NewPCG(h, uint64(t.Attempt)))
-	if r.Float64() < s.Fail {
-		return Infeasible("simulated infeasible design")
-	}
-	mu := math.Log(s.Mean.Seconds()) - SimSigma*SimSigma/2
-	d := time.Duration(math.Exp(mu+SimSigma*r.NormFloat64()) * float64(time.Second))
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return Outcome{Status: schema.StatusOK, Fitness: GenomeScore(t.Design.Genome)}
-	case <-ctx.Done():
-		return Failed(ctx, ctx.Err())
-	}
-}
-
-// GenomeScore maps a genome to a deterministic score in [0, 1): the same
-// genome always scores the same, nearby genomes score alike.
-func GenomeScore(g map[string]any) float64 {
-	keys := make([]string, 0, len(g))
-	for k := range g {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	score, n := 0.0, 0.0
-	for _, k := range keys {
-		if x, ok := toFloat(g[k]); ok && !math.IsNaN(x) && !math.IsInf(x, 0) {
-			w := float64(hash64(k)%1000)/1000 + 0.5
-			score += math.Sin(w*x)*0.5 + 0.5
-			n++
-		}
-	}
-	if n == 0 {
-		return float64(hash64(fmt.Sprint(g))%1000) / 1000
-	}
-	return score / (n + 1e-9) * 0.999
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
-}
-
-func hash64(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
-}
-
-// MLP trains the built-in multi-layer perceptron on the built-in spirals
-// data set; fitness is validation accuracy.
-type MLP struct{}
-
-// Name implements Evaluator.
-func (MLP) Name() string { return "mlp" }
-
-// Evaluate implements Evaluator.
-func (MLP) Evaluate(ctx context.Context, t Task) Outcome {
-	res, err := mlp.Evaluate(ctx, t.Design.Genome)
-	switch {
-	case errors.Is(err, mlp.ErrInfeasible):
-		return Infeasible(err.Error())
-	case err != nil:
-		return Failed(ctx, err)
-	}
-	return Outcome{Status: schema.StatusOK, Fitness: res.Accuracy, Metrics: map[string]any{
-		"params": int64(res.Params), "train_accuracy": res.TrainAccuracy,
-		"loss": res.Loss, "epochs": int64(res.Epochs),
-	}}
 }

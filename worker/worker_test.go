@@ -35,6 +35,10 @@ type evalFunc func(ctx context.Context, t Task) Outcome
 func (f evalFunc) Name() string                                 { return "func" }
 func (f evalFunc) Evaluate(ctx context.Context, t Task) Outcome { return f(ctx, t) }
 
+// noop returns at once with fitness 0; the built-in evaluators live in
+// internal/evaluators, which imports this package.
+var noop = evalFunc(func(context.Context, Task) Outcome { return Outcome{Status: schema.StatusOK} })
+
 // gate is an evaluator that blocks every evaluation until released or
 // cancelled, and reports each one it starts.
 type gate struct {
@@ -241,7 +245,7 @@ func TestWorkerServesEveryDesign(t *testing.T) {
 	const run, id, slots, n = "serve", "w-serve", 3, 50
 	b.declare(t, run, broker.ConsumerConfig{Slots: slots})
 	designs := b.publish(t, run, 1, n)
-	w := b.start(t, Config{Run: run, ID: id, Host: "node-1", Slots: slots, Evaluator: Noop{}})
+	w := b.start(t, Config{Run: run, ID: id, Host: "node-1", Slots: slots, Evaluator: noop})
 
 	testutil.WaitFor(t, 5*time.Second, "presence", func() bool { return b.presence(t, run, id) != nil })
 	p := b.presence(t, run, id)
@@ -617,7 +621,7 @@ func TestWorkerStopHandsBack(t *testing.T) {
 		t.Fatalf("the cancelled evaluation stored %d results", n)
 	}
 
-	b.start(t, Config{Run: run, ID: "w-second", Slots: 1, Evaluator: Noop{}})
+	b.start(t, Config{Run: run, ID: "w-second", Slots: 1, Evaluator: noop})
 	r := b.results(t, run, 1)[0]
 	if r.Worker != "w-second" || r.Attempt != 2 || r.Status != schema.StatusOK || r.Design.Seq != 1 {
 		t.Errorf("result by %s attempt %d %s, want w-second attempt 2 ok", r.Worker, r.Attempt, r.Status)
@@ -652,7 +656,7 @@ func TestWorkerStopsWhenRunDone(t *testing.T) {
 			} else {
 				b.putRun(t, tc.run, schema.PhaseRunning)
 			}
-			var ev Evaluator = Noop{}
+			var ev Evaluator = noop
 			g := newGate()
 			if tc.when == "busy" {
 				ev = g
@@ -693,7 +697,7 @@ func TestWorkerStopsWhenRunDone(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	ok := Config{Run: "r1", ID: "w1", Slots: 1, Evaluator: Noop{}}
+	ok := Config{Run: "r1", ID: "w1", Slots: 1, Evaluator: noop}
 	for _, tc := range []struct {
 		name   string
 		change func(*Config)
@@ -723,7 +727,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
-	w, err := New(nil, Config{Run: "r1", Evaluator: Noop{}})
+	w, err := New(nil, Config{Run: "r1", Evaluator: noop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -734,7 +738,7 @@ func TestNewDefaults(t *testing.T) {
 	if err := schema.ValidToken(w.ID()); err != nil || !strings.HasSuffix(w.ID(), "-"+strconv.Itoa(os.Getpid())) {
 		t.Errorf("default ID %q (%v), want host-pid", w.ID(), err)
 	}
-	w, err = New(nil, Config{Run: "r1", Host: "gpu.node:7/a", Evaluator: Noop{}})
+	w, err = New(nil, Config{Run: "r1", Host: "gpu.node:7/a", Evaluator: noop})
 	if err != nil {
 		t.Fatalf("a host name with odd characters: %v", err)
 	}
@@ -767,7 +771,7 @@ func TestStartChecksTheRun(t *testing.T) {
 				b.declare(t, run, *tc.declare)
 			}
 			cfg := tc.cfg
-			cfg.Run, cfg.ID, cfg.Evaluator, cfg.Logger, cfg.JoinTimeout = run, "w-start", Noop{}, testutil.Logger(t), tc.joinWait
+			cfg.Run, cfg.ID, cfg.Evaluator, cfg.Logger, cfg.JoinTimeout = run, "w-start", noop, testutil.Logger(t), tc.joinWait
 			w, err := New(b.JS, cfg)
 			if err != nil {
 				t.Fatal(err)

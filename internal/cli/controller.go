@@ -188,8 +188,9 @@ func (c *controllerCmd) serveMetrics(ctx context.Context, cfg *controller.Config
 	if c.metricsAddr == "" {
 		return nil
 	}
-	cfg.Metrics = metrics.NewController(cfg.Run)
-	return metrics.Serve(ctx, c.metricsAddr, cfg.Metrics.Registry, log)
+	m := metrics.NewController(cfg.Run)
+	cfg.Metrics = m
+	return metrics.Serve(ctx, c.metricsAddr, m.Registry, log)
 }
 
 func contains(xs []string, x string) bool {

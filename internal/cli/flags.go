@@ -15,6 +15,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
@@ -400,11 +401,11 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 	}
 	switch w.evaluator {
 	case "mlp":
-		return worker.MLP{}, nil
+		return evaluators.MLP{}, nil
 	case "sim":
-		return worker.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail}, nil
+		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail}, nil
 	case "noop":
-		return worker.Noop{}, nil
+		return evaluators.Noop{}, nil
 	}
 	return nil, usageErr("--evaluator %q: want mlp, sim or noop, or give --eval-cmd", w.evaluator)
 }

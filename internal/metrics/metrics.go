@@ -10,13 +10,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/schema"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 )
 
-// Controller holds the controller's metrics.
+// Controller holds the controller's metrics; it is the controller's
+// Config.Metrics.
 type Controller struct {
 	Registry    *prometheus.Registry
 	queued      prometheus.Gauge
@@ -52,14 +54,10 @@ func NewController(run string) *Controller {
 	return m
 }
 
-// Snapshot is the controller's state at one moment.
-type Snapshot struct {
-	Queued, InFlight, SlotsLive, SlotsBusy, Budget int
-	Best                                           *float64
-}
+var _ controller.Metrics = (*Controller)(nil)
 
-// Observe records a snapshot.
-func (m *Controller) Observe(s Snapshot) {
+// Observe implements controller.Metrics: it sets the gauges.
+func (m *Controller) Observe(s controller.Snapshot) {
 	m.queued.Set(float64(s.Queued))
 	m.inFlight.Set(float64(s.InFlight))
 	m.slotsLive.Set(float64(s.SlotsLive))
@@ -70,7 +68,7 @@ func (m *Controller) Observe(s Snapshot) {
 	}
 }
 
-// Counted records one counted terminal result.
+// Counted implements controller.Metrics: it counts the result by status.
 func (m *Controller) Counted(r *schema.Result) { m.evaluations.WithLabelValues(string(r.Status)).Inc() }
 
 // Worker holds a worker's metrics.

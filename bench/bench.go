@@ -1,0 +1,288 @@
+// Package bench runs evoq's named workloads end to end, with real broker,
+// controller and worker processes over TCP, and with VsDask the same
+// workload on Dask distributed (dask_baseline.py, embedded) side by side.
+// `evoq bench` is its command line.
+//
+// Every figure comes from a structured source: the one JSON object that
+// `evoq run --json` and `evoq controller --json` print last (a
+// controller.Summary), the Dask baseline's own JSON line, the broker's
+// stream counts and /proc. No log text is read, so a reworded log line
+// cannot break a figure.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/evoq/evoq/controller"
+)
+
+// PythonDefault is the Python that has Debian's python3-distributed.
+const PythonDefault = "/usr/bin/python3"
+
+// ErrConfig means a Config field is invalid; every *ConfigError is one.
+var ErrConfig = errors.New("invalid bench config")
+
+// ConfigError names the invalid Config field, so that a command line can
+// name its flag instead.
+type ConfigError struct {
+	Field  string // the Config field
+	Value  string // the bad value, "" when the field as a whole is wrong
+	Reason string // what is wrong and what to do
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Field, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s %q: %s", ErrConfig, e.Field, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrConfig) hold.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// Config configures Run.
+type Config struct {
+	// Evoq is the evoq binary that runs the workloads. Required: the
+	// command line passes itself.
+	Evoq string
+	// Workloads names the workloads to run, in order (see Names); replay
+	// needs memory before it. Defaults to noop and sim.
+	Workloads []string
+	// VsDask runs the Dask baseline of each workload that has one.
+	// Defaults to false.
+	VsDask bool
+	// Smoke runs one short iteration of each workload: it checks that the
+	// bench runs and measures nothing. Defaults to false.
+	Smoke bool
+	// Python is the Python that has dask.distributed, for VsDask. Defaults
+	// to PythonDefault.
+	Python string
+	// DaskScript is the Dask baseline script. Defaults to DaskBaseline,
+	// written to a temporary file while Run runs.
+	DaskScript string
+	// Dir holds the runs' stores. Defaults to a temporary directory,
+	// removed when Run returns.
+	Dir string
+	// Log receives one line as each workload starts: a full run takes
+	// minutes. Defaults to io.Discard.
+	Log io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Workloads) == 0 {
+		c.Workloads = []string{"noop", "sim"}
+	}
+	if c.Python == "" {
+		c.Python = PythonDefault
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Evoq == "" {
+		return &ConfigError{Field: "Evoq", Reason: "no evoq binary to run"}
+	}
+	if _, err := os.Stat(c.Evoq); err != nil {
+		return &ConfigError{Field: "Evoq", Value: c.Evoq, Reason: err.Error()}
+	}
+	if c.DaskScript != "" {
+		if _, err := os.Stat(c.DaskScript); err != nil {
+			return &ConfigError{Field: "DaskScript", Value: c.DaskScript, Reason: err.Error()}
+		}
+	}
+	_, err := choose(c.Workloads)
+	return err
+}
+
+// Report is what Run measured; its JSON form is what `evoq bench --json`
+// prints.
+type Report struct {
+	Machine string `json:"machine"`
+	// Smoke marks figures that mean nothing.
+	Smoke bool   `json:"smoke"`
+	Rows  []*Row `json:"workloads"`
+}
+
+// Row is one workload's figures.
+type Row struct {
+	Workload string `json:"workload"`
+	About    string `json:"about"`
+	Target   string `json:"target"`
+	// Evoq is the summary of `evoq run` (noop, sim, scale).
+	Evoq *controller.Summary `json:"evoq,omitempty"`
+	// Dask is the Dask baseline's JSON figures, with VsDask.
+	Dask map[string]any `json:"dask,omitempty"`
+	// Ratios are evoq over Dask for rates and utilization, Dask over evoq
+	// for gaps.
+	Ratios map[string]float64 `json:"ratios,omitempty"`
+	Memory *Memory            `json:"memory,omitempty"`
+	// Replay is what the restarted controller's summary says of its replay.
+	Replay *controller.Replay `json:"replay,omitempty"`
+	// Met says whether the target was met; nil for a smoke run, which
+	// measures nothing.
+	Met  *bool  `json:"met,omitempty"`
+	Note string `json:"note,omitempty"`
+}
+
+// Memory is the memory workload's figures: the controller's resident size
+// early in the run and at its end.
+type Memory struct {
+	Evaluations int     `json:"evaluations"`
+	Sampled     int     `json:"sampled_at"` // results stored when the first size was taken
+	RSSFirstMB  float64 `json:"rss_first_mb"`
+	RSSEndMB    float64 `json:"rss_end_mb"`
+	RSSPeakMB   float64 `json:"rss_peak_mb"`
+	Ratio       float64 `json:"ratio"`
+	Pool        int     `json:"pool"`
+	EvalsPerS   float64 `json:"evals_per_s"`
+}
+
+// Run runs the workloads of cfg one after the other. On error it returns
+// the rows measured so far with it.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	chosen, _ := choose(cfg.Workloads) // validate checked them
+	r := &runner{cfg: cfg, rep: &Report{Machine: machine(), Smoke: cfg.Smoke}}
+	defer r.close()
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	for _, w := range chosen {
+		if err := ctx.Err(); err != nil {
+			return r.rep, err
+		}
+		fmt.Fprintf(cfg.Log, "evoq bench: %s: %s\n", w.name, w.about)
+		if err := r.run(ctx, w); err != nil {
+			return r.rep, fmt.Errorf("workload %s: %w", w.name, err)
+		}
+	}
+	return r.rep, nil
+}
+
+// runner is one Run: its report, and what its workloads leave for later
+// ones and for the end.
+type runner struct {
+	cfg Config
+	rep *Report
+	// memory is the memory workload's broker, kept for replay; nil before.
+	memory  *memoryRun
+	cleanup []func()
+}
+
+func (r *runner) close() {
+	for i := len(r.cleanup) - 1; i >= 0; i-- {
+		r.cleanup[i]()
+	}
+}
+
+// prepare makes the store directory and, with VsDask, checks the Python
+// and writes out the baseline script before anything runs, so that a
+// missing Dask fails at once and not after minutes of evoq workloads.
+func (r *runner) prepare(ctx context.Context) error {
+	if r.cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "evoq-bench-")
+		if err != nil {
+			return fmt.Errorf("store directory: %w", err)
+		}
+		r.cleanup = append(r.cleanup, func() { os.RemoveAll(d) })
+		r.cfg.Dir = d
+	} else if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
+		return &ConfigError{Field: "Dir", Value: r.cfg.Dir, Reason: err.Error()}
+	}
+	if !r.cfg.VsDask {
+		return nil
+	}
+	if err := checkDask(ctx, r.cfg.Python); err != nil {
+		return err
+	}
+	if r.cfg.DaskScript == "" {
+		path, err := writeScript()
+		if err != nil {
+			return err
+		}
+		r.cleanup = append(r.cleanup, func() { os.Remove(path) })
+		r.cfg.DaskScript = path
+	}
+	return nil
+}
+
+func (r *runner) run(ctx context.Context, w *workload) error {
+	row := &Row{Workload: w.name, About: w.about, Target: w.target}
+	r.rep.Rows = append(r.rep.Rows, row)
+	var err error
+	switch w.name {
+	case "memory":
+		err = r.runMemory(ctx, row)
+	case "replay":
+		err = r.runReplay(ctx, row)
+	default:
+		err = r.runEvoq(ctx, w, row)
+	}
+	if err == nil && !r.cfg.Smoke {
+		ok := met(row)
+		row.Met = &ok
+	}
+	return err
+}
+
+// runEvoq runs `evoq run` with the workload's flags and, with VsDask, its
+// Dask counterpart.
+func (r *runner) runEvoq(ctx context.Context, w *workload, row *Row) error {
+	args, dargs := w.args, w.dask
+	if r.cfg.Smoke {
+		args, dargs = w.smokeArgs, w.smokeDask
+	}
+	sum, err := r.evoqRun(ctx, w.name, args)
+	if err != nil {
+		return err
+	}
+	row.Evoq = sum
+	switch {
+	case r.cfg.VsDask && dargs != nil:
+		if row.Dask, err = daskRun(ctx, r.cfg.Python, r.cfg.DaskScript, dargs); err != nil {
+			return err
+		}
+		row.Ratios = ratios(sum, row.Dask)
+	case r.cfg.VsDask:
+		row.Note = "no Dask run: 10,000 Dask worker threads are beyond what the yardstick's loop is for"
+	}
+	return nil
+}
+
+// machine describes this machine in one line.
+func machine() string {
+	cpus := 0
+	model := ""
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "processor") {
+				cpus++
+			}
+			if model == "" && strings.HasPrefix(l, "model name") {
+				if _, v, ok := strings.Cut(l, ":"); ok {
+					model = strings.TrimSpace(v)
+				}
+			}
+		}
+	}
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0]); len(f) >= 2 {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			mem = fmt.Sprintf(", %.0f GiB", kb/1024/1024)
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s)%s", cpus, model, mem)
+}

@@ -1,0 +1,136 @@
+// Package evaluators holds the evaluators built into the evoq binary and
+// chosen with --evaluator: noop, sim and mlp.
+//
+// They live apart from package worker so that the worker knows only the
+// Evaluator interface and the evaluators that run the user's code (Command,
+// Persistent), and does not link a neural network into every program that
+// embeds it. They live under internal/ because they are the command line's
+// tools, not a library: Noop and Sim measure evoq itself and are tuned to
+// its benchmarks and tests, and MLP rests on internal/mlp. A program that
+// embeds package worker implements worker.Evaluator for its own work.
+package evaluators
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/worker"
+)
+
+// Noop returns at once with fitness 0. It measures the system's own cost.
+type Noop struct{}
+
+// Name implements worker.Evaluator.
+func (Noop) Name() string { return "noop" }
+
+// Evaluate implements worker.Evaluator.
+func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
+	return worker.Outcome{Status: schema.StatusOK}
+}
+
+// Sim simulates training: it sleeps a lognormal time with mean Mean and
+// sigma SimSigma, and a share Fail of designs is infeasible and returns at
+// once. Fitness is a deterministic function of the genome, so the search
+// has something to find. Times and failures are drawn from the design ID
+// and attempt, so a run is reproducible.
+type Sim struct {
+	Mean time.Duration
+	Fail float64
+}
+
+// SimSigma is the sigma of the lognormal evaluation time of Sim.
+const SimSigma = 0.8
+
+// Name implements worker.Evaluator.
+func (Sim) Name() string { return "sim" }
+
+// Evaluate implements worker.Evaluator.
+func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
+	h := hash64(t.Design.ID)
+	r := rand.New(rand.NewPCG(h, uint64(t.Attempt)))
+	if r.Float64() < s.Fail {
+		return worker.Infeasible("simulated infeasible design")
+	}
+	mu := math.Log(s.Mean.Seconds()) - SimSigma*SimSigma/2
+	d := time.Duration(math.Exp(mu+SimSigma*r.NormFloat64()) * float64(time.Second))
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return worker.Outcome{Status: schema.StatusOK, Fitness: GenomeScore(t.Design.Genome)}
+	case <-ctx.Done():
+		return worker.Failed(ctx, ctx.Err())
+	}
+}
+
+// GenomeScore maps a genome to a deterministic score in [0, 1): the same
+// genome always scores the same, nearby genomes score alike.
+func GenomeScore(g map[string]any) float64 {
+	keys := make([]string, 0, len(g))
+	for k := range g {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	score, n := 0.0, 0.0
+	for _, k := range keys {
+		if x, ok := toFloat(g[k]); ok && !math.IsNaN(x) && !math.IsInf(x, 0) {
+			w := float64(hash64(k)%1000)/1000 + 0.5
+			score += math.Sin(w*x)*0.5 + 0.5
+			n++
+		}
+	}
+	if n == 0 {
+		return float64(hash64(fmt.Sprint(g))%1000) / 1000
+	}
+	return score / (n + 1e-9) * 0.999
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+func hash64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// MLP trains the built-in multi-layer perceptron on the built-in spirals
+// data set; fitness is validation accuracy.
+type MLP struct{}
+
+// Name implements worker.Evaluator.
+func (MLP) Name() string { return "mlp" }
+
+// Evaluate implements worker.Evaluator.
+func (MLP) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
+	res, err := mlp.Evaluate(ctx, t.Design.Genome)
+	switch {
+	case errors.Is(err, mlp.ErrInfeasible):
+		return worker.Infeasible(err.Error())
+	case err != nil:
+		return worker.Failed(ctx, err)
+	}
+	return worker.Outcome{Status: schema.StatusOK, Fitness: res.Accuracy, Metrics: map[string]any{
+		"params": int64(res.Params), "train_accuracy": res.TrainAccuracy,
+		"loss": res.Loss, "epochs": int64(res.Epochs),
+	}}
+}
