@@ -47,6 +47,11 @@ func (c *Controller) consumeResults(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consume results: %w", err)
 	}
+	if c.resultsAt.IsZero() {
+		// A stall is counted from when reading began: before the first
+		// result, the time of the last one read is none.
+		c.resultsAt = c.cfg.Now()
+	}
 	gen := c.resultsGen
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		m := resultMsg{gen: gen}
