@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )

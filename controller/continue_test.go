@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/schema"
 )
 

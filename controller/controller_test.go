@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"

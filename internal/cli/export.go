@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"

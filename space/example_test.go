@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 )
 
 func ExampleParse() {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evoq/evoq/controller/space"
+	"github.com/evoq/evoq/space"
 )
 
 const mlpYAML = `name: mlp
