@@ -33,6 +33,16 @@ const (
 	LeaseTTL = 8 * time.Second
 )
 
+// HeartbeatDefault is how often a worker renews its presence; a presence
+// older than three heartbeats is stale.
+const HeartbeatDefault = time.Second
+
+// MinAckWait is the shortest ack wait a run may have: three worker
+// heartbeats. A live worker renews each design it evaluates every third of
+// the ack wait; shorter, a loaded worker's renewals would come late and
+// its designs be redelivered while it still works on them.
+const MinAckWait = 3 * HeartbeatDefault
+
 // ErrLimit means a consumer limit is below what the live slots need.
 var ErrLimit = errors.New("consumer limit below live slots")
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/sirupsen/logrus"
 )
 
@@ -28,7 +28,8 @@ const (
 	WaitSlotsTimeoutDefault = time.Minute
 )
 
-// ErrConfig means a Config field is invalid; the message names its flag.
+// ErrConfig means a Config field is invalid: the error is a
+// *schema.FieldError naming it, or a *SettingError.
 var ErrConfig = errors.New("invalid controller config")
 
 // Config configures a Controller.
@@ -85,7 +86,7 @@ type Config struct {
 	SeedsFrom string
 	// IdleAlarm is how long a slot may idle, while the budget has designs
 	// to hand out, before the controller warns with a diagnosis. Defaults
-	// to IdleAlarmDefault; negative turns the alarm off.
+	// to IdleAlarmDefault; IdleAlarmOff (or any negative) turns it off.
 	IdleAlarm time.Duration
 	// OnProgress is called about every second, from the controller's
 	// goroutine, with the run's progress; it must not block. Defaults to
@@ -143,67 +144,77 @@ func setDefault(v *int, d int) {
 	}
 }
 
-// Validate checks c after defaults; every message names the flag.
+// Validate checks c after defaults. Its errors are *schema.FieldError
+// naming the Config field, and match ErrConfig.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if err := c.checkFields(); err != nil {
+	if err := c.ValidateGiven(); err != nil {
 		return err
 	}
-	checks := []check{
-		{c.Space == nil, "--config: no search space"},
-		{c.Pool > c.Init, fmt.Sprintf("--pool %d is larger than --init %d: the pool is filled from the initial random designs; raise --init or lower --pool", c.Pool, c.Init)},
-		{c.Budget < c.Init, fmt.Sprintf("--budget %d is smaller than --init %d: the search would never get past its random designs", c.Budget, c.Init)},
-		{c.Tournament > c.Pool, fmt.Sprintf("--tournament %d: want 1..--pool (%d)", c.Tournament, c.Pool)},
-		{c.AckWait < time.Second, fmt.Sprintf("--ack-wait %s: need at least 1s, or dead-worker detection races the heartbeats", c.AckWait)},
-		{c.MaxDeliver < 1, fmt.Sprintf("--max-deliver %d: need at least 1, or a design could never be delivered", c.MaxDeliver)},
-	}
-	if err := firstBad(checks); err != nil {
+	if err := firstBad(
+		check{c.Space == nil, "Space", nil, "no search space", nil},
+		check{c.MaxDeliver < 1, "MaxDeliver", c.MaxDeliver, "need at least 1, or a design could never be delivered", nil},
+	); err != nil {
 		return err
 	}
 	if err := broker.CheckReplicas(c.Replicas); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return &schema.FieldError{Err: ErrConfig, Field: "Replicas", Value: c.Replicas, Reason: err.Error()}
 	}
 	for i, g := range c.Seeds {
 		if _, err := c.Space.Validate(g); err != nil {
-			return fmt.Errorf("%w: --from-run: seed %d does not fit the search space: %v", ErrConfig, i+1, err)
+			return &schema.FieldError{Err: ErrConfig, Field: "Seeds", Reason: fmt.Sprintf("seed %d does not fit the search space: %v", i+1, err)}
 		}
 	}
 	if len(c.Seeds) > c.Budget {
-		return fmt.Errorf("%w: --from-run: %d seeds exceed --budget %d", ErrConfig, len(c.Seeds), c.Budget)
+		return &schema.FieldError{Err: ErrConfig, Field: "Seeds", Reason: fmt.Sprintf("%d seeds exceed Budget %d", len(c.Seeds), c.Budget), Related: []string{"Budget"}}
 	}
 	return nil
 }
 
-type check struct {
-	bad bool
-	msg string
+// ValidateGiven checks what can be checked before a run that continues
+// fills the unset (zero) fields from its record: each field set on its
+// own, and fields that depend on each other where both are set. Validate
+// checks everything once defaults are in.
+func (c Config) ValidateGiven() error {
+	return firstBad(
+		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
+		check{c.Budget < 0, "Budget", c.Budget, "need at least 1", nil},
+		check{c.Init < 0, "Init", c.Init, "need at least 1", nil},
+		check{c.Pool < 0, "Pool", c.Pool, "need at least 1", nil},
+		check{c.Tournament < 0, "Tournament", c.Tournament, "need at least 1", nil},
+		check{c.Replace != "" && c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, "Replace", string(c.Replace), "want worst or oldest", nil},
+		check{c.Margin < MarginAuto, "Margin", c.Margin, "must be at least 1, or MarginAuto", nil},
+		check{c.ExpectSlots < 0, "ExpectSlots", c.ExpectSlots, "must be >= 0", nil},
+		check{c.WaitSlots < 0, "WaitSlots", c.WaitSlots, "must be >= 0", nil},
+		check{c.AckWait < 0 || (c.AckWait > 0 && c.AckWait < broker.MinAckWait), "AckWait", c.AckWait,
+			fmt.Sprintf("need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered", broker.MinAckWait), nil},
+		check{c.MaxDeliver < 0, "MaxDeliver", c.MaxDeliver, "need at least 1, or a design could never be delivered", nil},
+		check{c.Progress < 0 || (c.Progress > 0 && c.Progress < 10*time.Millisecond), "Progress", c.Progress, "want at least 10ms", nil},
+		check{c.Pool > 0 && c.Init > 0 && c.Pool > c.Init, "Pool", c.Pool,
+			fmt.Sprintf("is larger than Init %d: the pool is filled from the initial random designs; raise Init or lower Pool", c.Init), []string{"Init", "Pool"}},
+		check{c.Budget > 0 && c.Init > 0 && c.Budget < c.Init, "Budget", c.Budget,
+			fmt.Sprintf("is smaller than Init %d: the search would never get past its random designs", c.Init), []string{"Init"}},
+		check{c.Tournament > 0 && c.Pool > 0 && c.Tournament > c.Pool, "Tournament", c.Tournament,
+			fmt.Sprintf("want 1..Pool (%d)", c.Pool), []string{"Pool"}},
+	)
 }
 
-func firstBad(checks []check) error {
+// check is one rule of a Config: when bad, the field is invalid.
+type check struct {
+	bad     bool
+	field   string
+	value   any
+	reason  string
+	related []string
+}
+
+func firstBad(checks ...check) error {
 	for _, ch := range checks {
 		if ch.bad {
-			return fmt.Errorf("%w: %s", ErrConfig, ch.msg)
+			return &schema.FieldError{Err: ErrConfig, Field: ch.field, Value: ch.value, Reason: ch.reason, Related: ch.related}
 		}
 	}
 	return nil
-}
-
-// checkFields checks each field on its own, a zero (unset) one included:
-// what New can check before the run's record fills the unset fields.
-func (c Config) checkFields() error {
-	return firstBad([]check{
-		{schema.ValidToken(c.Run) != nil, fmt.Sprintf("--run %q: %v", c.Run, schema.ValidToken(c.Run))},
-		{c.Budget < 0, fmt.Sprintf("--budget %d: need at least 1", c.Budget)},
-		{c.Init < 0, fmt.Sprintf("--init %d: need at least 1", c.Init)},
-		{c.Pool < 0, fmt.Sprintf("--pool %d: need at least 1", c.Pool)},
-		{c.Tournament < 0, fmt.Sprintf("--tournament %d: want 1..--pool", c.Tournament)},
-		{c.Replace != "" && c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, fmt.Sprintf("--replace %q: want worst or oldest", c.Replace)},
-		{c.Margin < MarginAuto, fmt.Sprintf("--margin %d: must be >= 0 (0 derives it from the live slots)", c.Margin)},
-		{c.ExpectSlots < 0, fmt.Sprintf("--expect-slots %d: must be >= 0", c.ExpectSlots)},
-		{c.WaitSlots < 0, fmt.Sprintf("--wait-slots %d: must be >= 0", c.WaitSlots)},
-		{c.AckWait < 0, fmt.Sprintf("--ack-wait %s: need at least 1s, or dead-worker detection races the heartbeats", c.AckWait)},
-		{c.MaxDeliver < 0, fmt.Sprintf("--max-deliver %d: need at least 1, or a design could never be delivered", c.MaxDeliver)},
-	})
 }
 
 // MarginFor is the number of designs kept queued beyond slots live slots,
@@ -233,4 +244,12 @@ func seedText(s *uint64) string {
 		return "unset"
 	}
 	return fmt.Sprint(*s)
+}
+
+// reasonOf is err's reason, or "" when there is no error.
+func reasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return schema.Reason(err)
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 )
 
 func mlpSpace(t testing.TB) *space.Space {
@@ -34,32 +35,32 @@ func TestConfigValidate(t *testing.T) {
 		{"budget equal to init", func(c *Config) { c.Budget, c.Init = 20, 20 }, ""},
 		{"tournament equal to pool", func(c *Config) { c.Pool, c.Tournament = 4, 4 }, ""},
 		{"replace oldest", func(c *Config) { c.Replace = ReplaceOldest }, ""},
-		{"ack wait 1s", func(c *Config) { c.AckWait = time.Second }, ""},
+		{"ack wait three heartbeats", func(c *Config) { c.AckWait = broker.MinAckWait }, ""},
 		{"max deliver 0 is the default", func(c *Config) { c.MaxDeliver = 0 }, ""},
 		{"max deliver 1", func(c *Config) { c.MaxDeliver = 1 }, ""},
 		{"explicit margin", func(c *Config) { c.Margin = 7 }, ""},
 		{"expect and wait slots", func(c *Config) { c.ExpectSlots, c.WaitSlots = 552, 552 }, ""},
-		{"empty run", func(c *Config) { c.Run = "" }, "--run"},
-		{"run with a dot", func(c *Config) { c.Run = "a.b" }, `--run "a.b"`},
-		{"run with a wildcard", func(c *Config) { c.Run = ">" }, "--run"},
-		{"no space", func(c *Config) { c.Space = nil }, "--config: no search space"},
-		{"negative budget", func(c *Config) { c.Budget = -1 }, "--budget -1"},
-		{"negative init", func(c *Config) { c.Init = -1 }, "--init -1"},
-		{"negative pool", func(c *Config) { c.Pool = -2 }, "--pool -2"},
-		{"pool larger than init", func(c *Config) { c.Init, c.Pool = 5, 10 }, "--pool 10 is larger than --init 5"},
-		{"default pool larger than init", func(c *Config) { c.Init = 5 }, "--pool 10 is larger than --init 5"},
-		{"budget smaller than init", func(c *Config) { c.Budget, c.Init = 10, 20 }, "--budget 10 is smaller than --init 20"},
-		{"default budget smaller than init", func(c *Config) { c.Init, c.Pool = 500, 10 }, "--budget 200 is smaller than --init 500"},
-		{"tournament larger than pool", func(c *Config) { c.Pool, c.Tournament = 4, 5 }, "--tournament 5: want 1..--pool (4)"},
-		{"negative tournament", func(c *Config) { c.Tournament = -1 }, "--tournament -1"},
-		{"unknown replace", func(c *Config) { c.Replace = "best" }, `--replace "best"`},
+		{"empty run", func(c *Config) { c.Run = "" }, "Run"},
+		{"run with a dot", func(c *Config) { c.Run = "a.b" }, `Run "a.b"`},
+		{"run with a wildcard", func(c *Config) { c.Run = ">" }, "Run"},
+		{"no space", func(c *Config) { c.Space = nil }, "Space: no search space"},
+		{"negative budget", func(c *Config) { c.Budget = -1 }, "Budget -1"},
+		{"negative init", func(c *Config) { c.Init = -1 }, "Init -1"},
+		{"negative pool", func(c *Config) { c.Pool = -2 }, "Pool -2"},
+		{"pool larger than init", func(c *Config) { c.Init, c.Pool = 5, 10 }, "Pool 10: is larger than Init 5"},
+		{"default pool larger than init", func(c *Config) { c.Init = 5 }, "Pool 10: is larger than Init 5"},
+		{"budget smaller than init", func(c *Config) { c.Budget, c.Init = 10, 20 }, "Budget 10: is smaller than Init 20"},
+		{"default budget smaller than init", func(c *Config) { c.Init, c.Pool = 500, 10 }, "Budget 200: is smaller than Init 500"},
+		{"tournament larger than pool", func(c *Config) { c.Pool, c.Tournament = 4, 5 }, "Tournament 5: want 1..Pool (4)"},
+		{"negative tournament", func(c *Config) { c.Tournament = -1 }, "Tournament -1"},
+		{"unknown replace", func(c *Config) { c.Replace = "best" }, `Replace "best"`},
 		{"margin auto", func(c *Config) { c.Margin = MarginAuto }, ""},
-		{"negative margin", func(c *Config) { c.Margin = -2 }, "--margin -2"},
-		{"negative expect slots", func(c *Config) { c.ExpectSlots = -1 }, "--expect-slots -1"},
-		{"negative wait slots", func(c *Config) { c.WaitSlots = -1 }, "--wait-slots -1"},
-		{"ack wait under 1s", func(c *Config) { c.AckWait = 999 * time.Millisecond }, "--ack-wait 999ms"},
-		{"negative ack wait", func(c *Config) { c.AckWait = -time.Second }, "--ack-wait -1s"},
-		{"negative max deliver", func(c *Config) { c.MaxDeliver = -1 }, "--max-deliver -1"},
+		{"negative margin", func(c *Config) { c.Margin = -2 }, "Margin -2"},
+		{"negative expect slots", func(c *Config) { c.ExpectSlots = -1 }, "ExpectSlots -1"},
+		{"negative wait slots", func(c *Config) { c.WaitSlots = -1 }, "WaitSlots -1"},
+		{"ack wait under three heartbeats", func(c *Config) { c.AckWait = 2999 * time.Millisecond }, "AckWait 2.999s: need at least 3s"},
+		{"negative ack wait", func(c *Config) { c.AckWait = -time.Second }, "AckWait -1s"},
+		{"negative max deliver", func(c *Config) { c.MaxDeliver = -1 }, "MaxDeliver -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,8 +74,9 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrConfig) {
-				t.Fatalf("Validate = %v, want ErrConfig", err)
+			var fe *schema.FieldError
+			if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) {
+				t.Fatalf("Validate = %v, want a FieldError matching ErrConfig", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not contain %q", err, tt.want)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

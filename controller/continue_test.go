@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 )
 
 // recorded is a run's record as a controller writes it: budget 300, seed

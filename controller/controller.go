@@ -72,7 +72,7 @@ type Controller struct {
 // the record: the run ID, and the settings when cfg names a search space.
 // Resolve checks all of them against the broker.
 func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
-	if err := cfg.checkFields(); err != nil {
+	if err := cfg.ValidateGiven(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {

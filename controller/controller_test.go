@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/space"
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -557,7 +558,7 @@ func TestControllerLost(t *testing.T) {
 	const run, budget = "lost", 20
 	cfg := bu.config(run)
 	cfg.Budget, cfg.Init, cfg.Pool = budget, 5, 5
-	cfg.AckWait, cfg.MaxDeliver = time.Second, 2
+	cfg.AckWait, cfg.MaxDeliver = broker.MinAckWait, 2
 	cfg.Margin = 1 // with no worker yet, exactly one design is queued
 	done := bu.start(t, bu.ctx, cfg)
 
@@ -626,8 +627,8 @@ func TestControllerLost(t *testing.T) {
 func TestNewRejectsConfig(t *testing.T) {
 	t.Parallel()
 	c, err := New(nil, Config{Run: "r", Space: mlpSpace(t), Pool: -3})
-	if !errors.Is(err, ErrConfig) || c != nil || !strings.Contains(err.Error(), "--pool -3") {
-		t.Fatalf("New = %v, %v; want ErrConfig naming --pool", c, err)
+	if !errors.Is(err, ErrConfig) || c != nil || !strings.Contains(err.Error(), "Pool -3") {
+		t.Fatalf("New = %v, %v; want ErrConfig naming Pool", c, err)
 	}
 	if _, err := New(nil, Config{Run: "r", Space: mlpSpace(t), Init: 3}); err != nil {
 		t.Fatalf("New with a pool left to the record or the default: %v", err)
@@ -911,7 +912,7 @@ func TestControllerLostWhileDown(t *testing.T) {
 	const run, budget = "lostdown", 10
 	cfg := bu.config(run)
 	cfg.Budget, cfg.Init, cfg.Pool = budget, 5, 5
-	cfg.AckWait, cfg.MaxDeliver = time.Second, 2
+	cfg.AckWait, cfg.MaxDeliver = broker.MinAckWait, 2
 	cfg.Margin = 1 // with no worker yet, exactly one design is queued
 	ctx1, cancel1 := context.WithCancel(bu.ctx)
 	defer cancel1()

@@ -14,6 +14,9 @@ import (
 // has designs to hand out, before the controller warns.
 const IdleAlarmDefault = 30 * time.Second
 
+// IdleAlarmOff, as Config.IdleAlarm, turns the idle alarm off.
+const IdleAlarmOff time.Duration = -1
+
 // idleSince remembers since when each worker has had idle slots.
 type idleSince map[string]time.Time
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -376,4 +378,46 @@ func (r *Run) Validate() error {
 		return invalid("run", "budget", "%d < 1", r.Budget)
 	}
 	return nil
+}
+
+// FieldError says which field of a configuration is invalid and why. It
+// names the field as its Go type does (Pool, AckWait), so that a program
+// can name its own option for it: the evoq command line names its flag.
+// The configurations of controller and worker return it.
+type FieldError struct {
+	// Err is the sentinel the error matches, such as controller.ErrConfig.
+	Err error
+	// Field is the field's name.
+	Field string
+	// Value is the invalid value; nil when there is none to show.
+	Value any
+	// Reason says what is wrong and what to do. It names other fields of
+	// the configuration only as listed in Related.
+	Reason  string
+	Related []string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == nil {
+		return e.Field + ": " + e.Reason
+	}
+	return fmt.Sprintf("%s %s: %s", e.Field, FieldValue(e.Value), e.Reason)
+}
+
+// Unwrap makes a FieldError match its sentinel.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Reason is err's text without the ErrInvalid prefix, for the reason of a
+// FieldError about a field that is checked as a message field is.
+func Reason(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
+}
+
+// FieldValue formats a field's value as it was given: text quoted,
+// everything else as Go prints it.
+func FieldValue(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
 }

@@ -19,8 +19,8 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"pool above init", []string{"--pool", "10", "--init", "5"}, "--pool 10 is larger than --init 5"},
-		{"budget below init", []string{"--budget", "3", "--init", "5", "--pool", "2"}, "--budget 3 is smaller than --init 5"},
+		{"pool above init", []string{"--pool", "10", "--init", "5"}, "--pool 10: is larger than --init 5"},
+		{"budget below init", []string{"--budget", "3", "--init", "5", "--pool", "2"}, "--budget 3: is smaller than --init 5"},
 		{"no slots", []string{"--slots", "0"}, "--slots 0"},
 		{"unknown evaluator", []string{"--evaluator", "gpt"}, `--evaluator "gpt"`},
 		{"malformed space", []string{"--config", bad}, "params.lr"},
@@ -33,6 +33,9 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, "bogus"},
 		{"evaluator and command", []string{"--evaluator", "sim", "--eval-cmd", "true"}, "--eval-cmd"},
 		{"zero max-deliver", []string{"--max-deliver", "0"}, "--max-deliver 0"},
+		{"short ack wait", []string{"--ack-wait", "2s"}, "--ack-wait 2s: need at least 3s"},
+		{"zero budget", []string{"--budget", "0"}, "--budget 0: need at least 1"},
+		{"tournament above pool", []string{"--tournament", "6", "--pool", "5"}, "--tournament 6: want 1..--pool (5)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

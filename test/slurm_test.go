@@ -72,7 +72,7 @@ func TestSlurmTemplate(t *testing.T) {
 		job, code, out := sl.sbatch(t, dir, "BUDGET=60", "INIT=5", "POOL=10", "GPUS=none", "SLOTS=2", "IFACE=127.0.0.1",
 			fmt.Sprintf("PORT=%d", freePort(t)), "STORE="+filepath.Join(dir, "store"))
 		log := sl.jobLog(dir, job)
-		if code != 2 || !strings.Contains(log, "--pool 10 is larger than --init 5") {
+		if code != 2 || !strings.Contains(log, "--pool 10: is larger than --init 5") {
 			t.Fatalf("job %s: sbatch --wait exit %d (%s), want 2 with the controller's message; job log:\n%s",
 				job, code, out, tail(log, 4000))
 		}

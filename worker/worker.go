@@ -18,8 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/evoq/evoq/space"
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -27,11 +28,12 @@ import (
 // Defaults of Config.
 const (
 	SlotsDefault     = 1
-	HeartbeatDefault = time.Second
+	HeartbeatDefault = broker.HeartbeatDefault
 	FetchWaitDefault = 10 * time.Second
 )
 
-// ErrConfig means a Config field is invalid; the message names it.
+// ErrConfig means a Config field is invalid: the error is a
+// *schema.FieldError naming it.
 var ErrConfig = errors.New("invalid worker config")
 
 // Config configures a Worker.
@@ -105,27 +107,27 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate checks c after defaults. Its errors are *schema.FieldError
+// naming the Config field, and match ErrConfig.
 func (c Config) validate() error {
-	if err := schema.ValidToken(c.Run); err != nil {
-		return fmt.Errorf("%w: --run: %v", ErrConfig, err)
+	checks := []struct {
+		bad    bool
+		field  string
+		value  any
+		reason string
+	}{
+		{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run))},
+		{schema.ValidToken(c.ID) != nil, "ID", c.ID, reasonOf(schema.ValidToken(c.ID))},
+		{c.Slots < 1, "Slots", c.Slots, "need at least 1"},
+		{c.Evaluator == nil, "Evaluator", nil, "no evaluator"},
+		{c.SlotGPUs != nil && len(c.SlotGPUs) != c.Slots, "SlotGPUs", nil, fmt.Sprintf("%d GPU assignments for %d slots", len(c.SlotGPUs), c.Slots)},
+		{c.EvalTimeout < 0, "EvalTimeout", c.EvalTimeout, "is negative"},
+		{c.FetchWait < 100*time.Millisecond, "FetchWait", c.FetchWait, "need at least 100ms"},
 	}
-	if err := schema.ValidToken(c.ID); err != nil {
-		return fmt.Errorf("%w: --id: %v", ErrConfig, err)
-	}
-	if c.Slots < 1 {
-		return fmt.Errorf("%w: --slots %d: need at least 1", ErrConfig, c.Slots)
-	}
-	if c.Evaluator == nil {
-		return fmt.Errorf("%w: no evaluator", ErrConfig)
-	}
-	if c.SlotGPUs != nil && len(c.SlotGPUs) != c.Slots {
-		return fmt.Errorf("%w: %d GPU assignments for %d slots", ErrConfig, len(c.SlotGPUs), c.Slots)
-	}
-	if c.EvalTimeout < 0 {
-		return fmt.Errorf("%w: --eval-timeout %s is negative", ErrConfig, c.EvalTimeout)
-	}
-	if c.FetchWait < 100*time.Millisecond {
-		return fmt.Errorf("%w: fetch wait %s: need at least 100ms", ErrConfig, c.FetchWait)
+	for _, ch := range checks {
+		if ch.bad {
+			return &schema.FieldError{Err: ErrConfig, Field: ch.field, Value: ch.value, Reason: ch.reason}
+		}
 	}
 	return nil
 }
@@ -229,10 +231,12 @@ func (w *Worker) Start(ctx context.Context) error {
 
 func (w *Worker) checkLimits(info *jetstream.ConsumerInfo) error {
 	if info.Config.MaxWaiting < w.cfg.Slots {
-		return fmt.Errorf("%w: --slots %d exceeds the consumer's MaxWaiting %d", ErrConfig, w.cfg.Slots, info.Config.MaxWaiting)
+		return &schema.FieldError{Err: ErrConfig, Field: "Slots", Value: w.cfg.Slots,
+			Reason: fmt.Sprintf("exceeds the run consumer's MaxWaiting %d: start the controller sized for the run's slots", info.Config.MaxWaiting)}
 	}
 	if w.ackWait < 3*w.cfg.Heartbeat {
-		return fmt.Errorf("%w: the run's AckWait %s is shorter than 3 presence heartbeats (%s)", ErrConfig, w.ackWait, w.cfg.Heartbeat)
+		return &schema.FieldError{Err: ErrConfig, Field: "Heartbeat", Value: w.cfg.Heartbeat,
+			Reason: fmt.Sprintf("the run's AckWait %s is shorter than 3 presence heartbeats", w.ackWait)}
 	}
 	return nil
 }
@@ -332,4 +336,12 @@ func (w *Worker) closeWhenDone() {
 	w.bg.Wait()
 	w.evalCancel()
 	close(w.doneCh)
+}
+
+// reasonOf is err's reason, or "" when there is no error.
+func reasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return schema.Reason(err)
 }

@@ -703,23 +703,24 @@ func TestNewValidates(t *testing.T) {
 		change func(*Config)
 		errHas string
 	}{
-		{"negative slots", func(c *Config) { c.Slots = -1 }, "--slots -1"},
-		{"empty run", func(c *Config) { c.Run = "" }, "--run"},
-		{"run with a dot", func(c *Config) { c.Run = "a.b" }, "--run"},
-		{"run with a wildcard", func(c *Config) { c.Run = "a*" }, "--run"},
-		{"run too long", func(c *Config) { c.Run = strings.Repeat("r", schema.MaxTokenLen+1) }, "--run"},
-		{"bad worker ID", func(c *Config) { c.ID = "w 1" }, "--id"},
+		{"negative slots", func(c *Config) { c.Slots = -1 }, "Slots -1: need at least 1"},
+		{"empty run", func(c *Config) { c.Run = "" }, `Run "": empty`},
+		{"run with a dot", func(c *Config) { c.Run = "a.b" }, `Run "a.b": "a.b" has '.'`},
+		{"run with a wildcard", func(c *Config) { c.Run = "a*" }, `Run "a*"`},
+		{"run too long", func(c *Config) { c.Run = strings.Repeat("r", schema.MaxTokenLen+1) }, "longer than 64"},
+		{"bad worker ID", func(c *Config) { c.ID = "w 1" }, `ID "w 1"`},
 		{"nil evaluator", func(c *Config) { c.Evaluator = nil }, "no evaluator"},
-		{"negative eval timeout", func(c *Config) { c.EvalTimeout = -time.Second }, "--eval-timeout"},
-		{"fetch wait too short", func(c *Config) { c.FetchWait = 50 * time.Millisecond }, "fetch wait"},
+		{"negative eval timeout", func(c *Config) { c.EvalTimeout = -time.Second }, "EvalTimeout -1s: is negative"},
+		{"fetch wait too short", func(c *Config) { c.FetchWait = 50 * time.Millisecond }, "FetchWait 50ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := ok
 			tc.change(&cfg)
 			w, err := New(nil, cfg)
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.errHas) || w != nil {
-				t.Errorf("New = %v, %v; want ErrConfig naming %q", w, err, tc.errHas)
+			var fe *schema.FieldError
+			if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.errHas) || w != nil {
+				t.Errorf("New = %v, %v; want a FieldError matching ErrConfig, saying %q", w, err, tc.errHas)
 			}
 		})
 	}

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/sirupsen/logrus"
 )
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -207,12 +206,12 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 // continues takes it from its record (controller.Continue) and a new run
 // from the controller's defaults, which the flags' defaults show.
 func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
-	if err := s.validate(); err != nil {
+	if err := s.validate(fs); err != nil {
 		return controller.Config{}, err
 	}
 	cfg := controller.Config{Run: s.run, ExpectSlots: s.expectSlots, Progress: s.progress, IdleAlarm: s.idleAlarm, Logger: log}
 	if s.idleAlarm == 0 {
-		cfg.IdleAlarm = -1
+		cfg.IdleAlarm = controller.IdleAlarmOff
 	}
 	given := func(name string) bool { return isSet(fs, name) }
 	if given("config") {
@@ -247,55 +246,35 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	if given("ack-wait") {
 		cfg.AckWait = s.ackWait
 	}
-	if s.margin < 0 {
-		return cfg, usageErr("--margin %d: must be >= 0 (0 derives it from the live slots)", s.margin)
-	}
-	return cfg, nil
-}
-
-// configErr turns the controller's config errors into usage errors (exit
-// code 2) that name the flag of a setting that conflicts with the run's
-// record.
-func configErr(err error) error {
-	var se *controller.SettingError
-	switch {
-	case errors.As(err, &se):
-		return usageErr("%s %s: the run records %s; %s", settingFlag[se.Field], se.Given, se.Recorded, se.Why)
-	case errors.Is(err, controller.ErrConfig):
-		return usageErr("%v", err)
-	}
-	return err
-}
-
-// settingFlag is the flag of each setting a run records.
-var settingFlag = map[string]string{
-	"Space": "--config", "Seed": "--seed", "Init": "--init", "Pool": "--pool", "Replace": "--replace",
-	"Tournament": "--tournament", "SeedsFrom": "--from-run", "Budget": "--budget", "Margin": "--margin",
-	"AckWait": "--ack-wait", "MaxDeliver": "--max-deliver",
+	// What can be checked before the run's record is read, before any
+	// store is opened.
+	return cfg, configErr(cfg.ValidateGiven())
 }
 
 // defaultSpace is the search space of a new run that names none.
 func defaultSpace() (*space.Space, error) { return space.Parse(mlp.DefaultSpace) }
 
-// validate catches values that the defaults would silently replace.
-func (s *searchFlags) validate() error {
+// validate refuses what the controller's Config cannot tell from a
+// setting left unset: an explicit 0 for a flag whose 0 in the Config means
+// "the record's or the default". Everything else is the library's to
+// check (controller.Config.Validate), named back as flags by configErr.
+func (s *searchFlags) validate(fs *flag.FlagSet) error {
 	for _, v := range []struct {
 		name string
 		val  int
-	}{{"--budget", s.budget}, {"--init", s.init}, {"--pool", s.pool}, {"--tournament", s.tournament}, {"--max-deliver", s.maxDeliver}} {
-		if v.val < 1 {
-			return usageErr("%s %d: need at least 1", v.name, v.val)
+	}{{"budget", s.budget}, {"init", s.init}, {"pool", s.pool}, {"tournament", s.tournament}, {"max-deliver", s.maxDeliver}} {
+		if v.val == 0 && isSet(fs, v.name) {
+			return usageErr("--%s 0: need at least 1", v.name)
 		}
 	}
-	if s.ackWait < 3*worker.HeartbeatDefault {
-		return usageErr("--ack-wait %s: need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered",
-			s.ackWait, 3*worker.HeartbeatDefault)
+	if s.ackWait == 0 && isSet(fs, "ack-wait") {
+		return usageErr("--ack-wait 0s: need at least %s", broker.MinAckWait)
 	}
 	if s.idleAlarm < 0 {
 		return usageErr("--idle-alarm %s: must be >= 0 (0 turns it off)", s.idleAlarm)
 	}
-	if s.progress < 10*time.Millisecond {
-		return usageErr("--progress %s: want at least 10ms", s.progress)
+	if s.margin < 0 {
+		return usageErr("--margin %d: must be >= 0 (0 derives it from the live slots)", s.margin)
 	}
 	return nil
 }

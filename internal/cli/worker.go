@@ -91,7 +91,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	}
 	w, err = worker.New(s.js, cfg)
 	if err != nil {
-		return usageErr("%v", err)
+		return workerErr(err)
 	}
 	if c.metricsAddr != "" {
 		m = metrics.NewWorker(run, w.ID(), c.w.slots, w.Busy)
@@ -100,7 +100,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		}
 	}
 	if err := c.start(ctx, hard, cancel, w); err != nil {
-		return err
+		return workerErr(err)
 	}
 	return c.wait(ctx, w, log)
 }
