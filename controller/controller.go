@@ -106,8 +106,13 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.declare(ctx); err != nil {
 		return nil, err
 	}
-	defer c.lease.release(context.WithoutCancel(ctx))
-	go c.lease.keep(ctx, c.leaseLost)
+	// The lease is renewed until Run returns, then given up, so that a
+	// next controller need not wait for it to expire; the renewals end
+	// before the release, which must see the last revision.
+	leaseCtx, stopLease := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() { defer close(kept); c.lease.keep(leaseCtx, c.leaseLost) }()
+	defer func() { stopLease(); <-kept; c.lease.release(context.WithoutCancel(ctx)) }()
 	if err := c.declareRun(ctx); err != nil {
 		return nil, err
 	}
