@@ -40,9 +40,9 @@ type Controller struct {
 	runKV      jetstream.KeyValue
 	phase      schema.Phase
 	created    time.Time
-	firstPub   time.Time
+	liveSince  time.Time // first publish, or end of replay if designs were already out
 	lastResult time.Time
-	replayed   int  // results folded before this controller published
+	replayed   int  // results folded during replay, before liveSince
 	live       bool // replay is over: results beyond published are foreign
 	idle       idleSince
 	lastAlarm  time.Time
