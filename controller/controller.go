@@ -83,7 +83,9 @@ func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
 }
 
 // Run declares the run on the broker, replays its results, and runs the
-// search until Budget designs have a terminal result or ctx ends.
+// search until Budget designs have a terminal result or ctx ends. It stops
+// reading the results stream before it returns, so the caller may close
+// the connection at once.
 func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -94,6 +96,7 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.startWatches(ctx); err != nil {
 		return nil, err
 	}
+	defer func() { c.stopResults() }() // the consumer in use then: a restart replaces it
 	if err := c.replay(ctx); err != nil {
 		return nil, err
 	}
@@ -106,6 +109,10 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
 	}
+	// Stop reading results before saying the run is done: the caller
+	// closes the connection next, which a consumer still reading would
+	// report as a failure.
+	c.stopResults()
 	s := c.Summary()
 	c.log.WithFields(s.Fields()).Info("run done")
 	return s, nil
