@@ -151,8 +151,9 @@ echo '{"fitness": 0.5}'`
 	}
 }
 
-// An evaluator that prints 20 MB to stdout costs the worker 64 KiB: the
-// last line is still found, or quoted clipped when it is not JSON.
+// An evaluator that prints 20 MB to stdout costs the worker one result
+// line at most (schema.MaxResultLine): the last line is still found, or,
+// longer than a result line may be, reported by its size.
 func TestEvaluatorFloodsStdout(t *testing.T) {
 	t.Parallel()
 	const flood = `head -c 20000000 /dev/zero | tr '\0' x`
@@ -180,9 +181,10 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 				t.Errorf("error %d, want 6 (ok %d)", s.Error, s.OK)
 			}
 			for _, r := range results {
-				if r.Status != schema.StatusError || !strings.Contains(r.Error, "not a JSON object") ||
+				if r.Status != schema.StatusError || !strings.Contains(r.Error, "result line is 20000000 bytes") ||
+					!strings.Contains(r.Error, fmt.Sprintf("%d-byte limit", schema.MaxResultLine)) ||
 					!strings.Contains(r.Error, `"xxxxxxxxxxxxxxxx`) || len(r.Error) > 1000 {
-					t.Errorf("%s: %s, error (%d bytes) %q; want an error quoting a clipped line", r.DesignID, r.Status,
+					t.Errorf("%s: %s, error (%d bytes) %q; want an error naming the line's size and the limit", r.DesignID, r.Status,
 						len(r.Error), tail(r.Error, 300))
 				}
 			}
