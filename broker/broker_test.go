@@ -229,6 +229,9 @@ func TestDeclareIdempotent(t *testing.T) {
 			t.Errorf("stream %s holds %d messages after redeclaring, want %d", tc.stream, info.State.Msgs, tc.msgs)
 		}
 	}
+	if got := b.NC.MaxPayload(); got != schema.MaxMessageSize {
+		t.Errorf("broker max payload %d, want the message limit %d", got, schema.MaxMessageSize)
+	}
 	for _, tc := range []struct {
 		bucket  string
 		ttl     time.Duration

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/sirupsen/logrus"
 )
@@ -203,6 +204,7 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		DisableShortFirstPing: true,
 		TLSConfig:             tlsConfig,
 		TLSVerify:             cfg.TLSVerify,
+		MaxPayload:            schema.MaxMessageSize, // the NATS default, named: broker, streams and codec share one limit
 	}
 	return opts, cfg.Cluster.apply(opts)
 }

@@ -44,9 +44,9 @@ type Controller struct {
 	runKV      jetstream.KeyValue
 	phase      schema.Phase
 	created    time.Time
-	firstPub   time.Time
+	liveSince  time.Time // first publish, or end of replay if designs were already out
 	lastResult time.Time
-	replayed   int  // results folded before this controller published
+	replayed   int  // results folded during replay, before liveSince
 	live       bool // replay is over: results beyond published are foreign
 	idle       idleSince
 	lastAlarm  time.Time
@@ -99,7 +99,9 @@ func (c *Controller) Config() Config { return c.cfg }
 
 // Run takes the run's lease, continues the run from its record or
 // declares a new one, replays its results, and runs the search until
-// Budget designs have a terminal result or ctx ends.
+// Budget designs have a terminal result or ctx ends. It stops reading the
+// results stream before it returns, so the caller may close the
+// connection at once.
 func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -119,6 +121,7 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.startWatches(ctx); err != nil {
 		return nil, err
 	}
+	defer func() { c.stopResults() }() // the consumer in use then: a restart replaces it
 	if err := c.replay(ctx); err != nil {
 		return nil, err
 	}
@@ -131,6 +134,10 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
 	}
+	// Stop reading results before saying the run is done: the caller
+	// closes the connection next, which a consumer still reading would
+	// report as a failure.
+	c.stopResults()
 	s := c.Summary()
 	c.log.WithFields(s.Fields()).Info("run done")
 	return s, nil

@@ -841,7 +841,7 @@ func TestSummary(t *testing.T) {
 	t.Parallel()
 	now := epoch.Add(20 * time.Second)
 	c := offline(t, Config{Budget: 10, Init: 2, Pool: 2, Now: func() time.Time { return now }})
-	c.firstPub = epoch
+	c.liveSince = epoch
 	c.slots.put(presence("w", 2, 0, time.Hour, false), now)
 	evals := []struct {
 		status  schema.Status

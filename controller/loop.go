@@ -39,6 +39,11 @@ func (c *Controller) replay(ctx context.Context) error {
 	c.replayed = c.fold.Terminal()
 	c.live = true
 	if c.published > 0 {
+		// Designs already out bring results before this controller
+		// publishes anything, and may be all the budget it has left: its
+		// clock starts now, or its summary would have no wall time and no
+		// rate.
+		c.liveSince = c.cfg.Now()
 		took := time.Since(began).Seconds()
 		c.resumed = &Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: round(took, 3),
 			ResultsPerS: math.Round(float64(c.fold.Terminal()) / max(took, 1e-9))}
@@ -230,8 +235,8 @@ func (c *Controller) topUp(ctx context.Context) error {
 	if err := c.publish(ctx, batch); err != nil {
 		return err
 	}
-	if c.firstPub.IsZero() {
-		c.firstPub = c.cfg.Now()
+	if c.liveSince.IsZero() {
+		c.liveSince = c.cfg.Now()
 	}
 	c.published += uint64(n)
 	if int(c.published) == c.cfg.Budget && c.phase != schema.PhaseDraining {
@@ -412,7 +417,7 @@ type Progress struct {
 	Evaluations, Budget, InFlight int
 	Workers, Slots, Busy          int
 	Best                          *float64
-	Rate                          float64       // evaluations per second since the first design
+	Rate                          float64       // evaluations this controller counted, per second since liveSince
 	ETA                           time.Duration // at that rate; 0 when unknown
 }
 
@@ -426,8 +431,8 @@ func (c *Controller) Progress() Progress {
 	if b := c.fold.Best(); b != nil {
 		p.Best = &b.Fitness
 	}
-	if !c.firstPub.IsZero() {
-		if el := now.Sub(c.firstPub).Seconds(); el > 0 {
+	if !c.liveSince.IsZero() {
+		if el := now.Sub(c.liveSince).Seconds(); el > 0 {
 			p.Rate = float64(p.Evaluations-c.replayed) / el
 		}
 	}

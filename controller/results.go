@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -53,6 +54,10 @@ func (c *Controller) consumeResults(ctx context.Context) error {
 		c.resultsAt = c.cfg.Now()
 	}
 	gen := c.resultsGen
+	// stopped is set before the consumer is stopped on purpose (the run is
+	// over, or a new consumer replaces it): what it reports after that,
+	// such as the connection its owner closes next, is no news.
+	var stopped atomic.Bool
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		m := resultMsg{gen: gen}
 		m.res, m.err = schema.DecodeResult(msg.Data())
@@ -64,19 +69,23 @@ func (c *Controller) consumeResults(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if stopped.Load() || ctx.Err() != nil {
+			return
+		}
 		c.log.WithError(err).Warn("reading the results stream: the consumer restarts from the last result read")
 	}))
 	if err != nil {
 		return fmt.Errorf("consume results: %w", err)
 	}
-	stopped := make(chan struct{})
+	done := make(chan struct{})
 	var once sync.Once
-	c.stopResults = func() { once.Do(func() { cc.Stop(); close(stopped) }) }
+	stop := func() { once.Do(func() { stopped.Store(true); cc.Stop(); close(done) }) }
+	c.stopResults = stop
 	go func() {
 		select {
 		case <-ctx.Done():
-			cc.Stop()
-		case <-stopped:
+			stop()
+		case <-done:
 		}
 	}()
 	return nil

@@ -1,10 +1,17 @@
 package controller
 
 import (
+	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
 )
 
 // A consumer of the results stream that stops delivering (its node died
@@ -83,4 +90,81 @@ func TestCheckResultsRestartsAStalledConsumer(t *testing.T) {
 	if c.resultsGen != 1 {
 		t.Errorf("restarted the consumer with every result read")
 	}
+}
+
+// A controller run to the end stops reading the results stream before it
+// reports the run done: its caller closes the connection next (here at
+// once, from the log line itself), and that is no failure to warn about.
+func TestNoWarningAfterRunDone(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	const run = "quiet"
+	closed := make(chan struct{})
+	nc, err := nats.Connect(bu.b.ClientURL(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &closeOnDone{nc: nc}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	log.SetLevel(logrus.InfoLevel)
+	log.AddHook(rec)
+	cfg := bu.config(run)
+	cfg.Budget, cfg.Init, cfg.Pool, cfg.Logger = 20, 5, 5, log
+	c, err := New(js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() {
+		_, err := c.Run(bu.ctx)
+		ran <- err
+	}()
+	bu.worker(t, run, "w1", 2, evaluators.Noop{}, 0)
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	select {
+	case <-closed:
+	case <-bu.ctx.Done():
+		t.Fatal("the connection was never closed: no run done line")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.after) > 0 {
+		t.Errorf("logged after run done:\n%s", strings.Join(rec.after, "\n"))
+	}
+}
+
+// closeOnDone closes nc when the controller logs "run done", as its
+// caller does once Run returns, and keeps every warning logged after.
+type closeOnDone struct {
+	nc    *nats.Conn
+	mu    sync.Mutex
+	done  bool
+	after []string
+}
+
+func (h *closeOnDone) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *closeOnDone) Fire(e *logrus.Entry) error {
+	if e.Message == "run done" {
+		h.mu.Lock()
+		h.done = true
+		h.mu.Unlock()
+		h.nc.Close()
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done && e.Level <= logrus.WarnLevel {
+		msg, _ := e.String()
+		h.after = append(h.after, msg)
+	}
+	return nil
 }

@@ -24,9 +24,14 @@ type Summary struct {
 	BestID      string         `json:"best_id,omitempty"`
 	// BestRandomFitness is the best of the random (initial) designs.
 	BestRandomFitness *float64 `json:"best_random_fitness"`
-	// WallS runs from this controller's first design published to the last
-	// result; EvalsPerS counts the results that came in meanwhile (not
-	// those replayed after a restart).
+	// WallS is this controller's own time: from its first design
+	// published, or, when it resumed a run that already had designs
+	// published, from the end of its replay, to the summary (for a run
+	// done, its last result). EvalsPerS is the evaluations this controller
+	// counted itself over WallS; results replayed after a restart count in
+	// Evaluations, not here. So after a restart both describe this
+	// controller's share of the run, its throughput unmixed with the time
+	// no controller ran; `evoq report` shows the run's whole span.
 	WallS     float64 `json:"wall_s"`
 	EvalsPerS float64 `json:"evals_per_s"`
 	// Slots is the largest number of live slots seen at once.
@@ -80,8 +85,8 @@ func (c *Controller) Summary() *Summary {
 		r := *c.resumed
 		s.Replay = &r
 	}
-	if !c.firstPub.IsZero() {
-		wall := c.cfg.Now().Sub(c.firstPub)
+	if !c.liveSince.IsZero() {
+		wall := c.cfg.Now().Sub(c.liveSince)
 		s.WallS = round(wall.Seconds(), 3)
 		s.EvalsPerS = round(float64(s.Evaluations-c.replayed)/wall.Seconds(), 1)
 	}

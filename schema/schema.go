@@ -20,9 +20,27 @@ import (
 // refuses any other version with ErrVersion.
 const Version = 1
 
-// MaxMessageSize is the largest encoded message evoq publishes or accepts,
-// the NATS default max_payload (1 MiB).
+// MaxMessageSize is the largest encoded message evoq publishes or accepts:
+// the embedded broker's max_payload (the NATS default, 1 MiB) and both
+// streams' max_msg_size.
 const MaxMessageSize = 1 << 20
+
+// ResultRoom is the part of a message a result keeps for what it wraps
+// around its evaluator's output: the design, echoed whole so that the
+// results stream alone is the run's history, and the worker's fields
+// (identity, host, slot, times, error). A design of a real search space
+// takes a few KiB.
+const ResultRoom = 64 << 10
+
+// MaxResultLine is the longest result line an external evaluator may
+// print, one-shot or persistent alike: a message less ResultRoom. A longer
+// line could not be stored; the worker keeps only this much of it and
+// records an error result naming its size and this limit. A line within
+// it still gives an error result (result not storable, with its size and
+// MaxMessageSize) when the result does not encode within a message:
+// msgpack spends 9 bytes on every number, however short its JSON, and a
+// design larger than ResultRoom leaves the metrics less room.
+const MaxResultLine = MaxMessageSize - ResultRoom
 
 // InfeasibleFitness is the fitness recorded for an infeasible design:
 // -MaxInt64, the value the evaluators of the original incident returned.

@@ -96,6 +96,9 @@ func testExportCSV(t *testing.T, sum *controller.Summary, dir string) {
 		if row["status"] == "ok" && (row["lr"] == "" || !strings.HasPrefix(row["layers"], "[")) {
 			t.Errorf("row %s: parameters not exported: lr %q layers %q", row["seq"], row["lr"], row["layers"])
 		}
+		if _, err := strconv.ParseFloat(row["fitness"], 64); (row["status"] == "ok") != (err == nil) {
+			t.Errorf("row %s: %s result with fitness %q; want a number for ok, empty otherwise", row["seq"], row["status"], row["fitness"])
+		}
 	}
 	if counted != sum.Evaluations || byStatus["ok"] != sum.OK || byStatus["infeasible"] != sum.Infeasible {
 		t.Errorf("counted rows %d (%v), summary %d evaluations (%d ok, %d infeasible)",
@@ -128,6 +131,12 @@ func testExportJSONL(t *testing.T, sum *controller.Summary, dir string) {
 		}
 		if row.Counted {
 			counted++
+		}
+		var fitness struct {
+			Fitness *float64 `json:"fitness"`
+		}
+		if err := json.Unmarshal([]byte(l), &fitness); err != nil || (row.Status == schema.StatusOK) != (fitness.Fitness != nil) {
+			t.Errorf("%s result with fitness %v; want a number for ok, null otherwise: %s", row.Status, fitness.Fitness, l)
 		}
 	}
 	if counted != sum.Evaluations {

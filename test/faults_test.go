@@ -2,7 +2,6 @@ package test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,28 +193,76 @@ func TestLongEvaluationNotRedelivered(t *testing.T) {
 	}
 }
 
-// An evaluator dies with its worker: a SIGKILLed worker leaves no orphan
-// holding a GPU.
-func TestEvaluatorDiesWithWorker(t *testing.T) {
+// A worker frozen (SIGSTOP) mid-evaluation has its design redelivered to
+// another worker; thawed, it stores its own result for the same design
+// too. The stream keeps both, the run counts the design once.
+func TestDuplicateResultsCountOnce(t *testing.T) {
 	t.Parallel()
-	const run = "orphan"
+	const run, budget = "dup", 20
 	_, url := startBroker(t, t.TempDir())
-	background(t, "controller", "--nats", url, "--run", run, "--budget", "2", "--init", "2", "--pool", "1")
-	w := background(t, "worker", "--nats", url, "--run", run, "--slots", "1", "--eval-cmd", "sleep 987.321")
-	waitFor(t, 30*time.Second, func() bool { return len(procsWith("987.321")) > 0 })
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	waitFor(t, 10*time.Second, func() bool { return len(procsWith("987.321")) == 0 })
-}
-
-// procsWith lists the pids whose command line contains s.
-func procsWith(s string) []string {
-	var pids []string
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), s) {
-			pids = append(pids, d.Name())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "4",
+		"--pool", "4", "--ack-wait", "3s", "--json")
+	a := background(t, "worker", "--nats", url, "--run", run, "--id", "a", "--slots", "1",
+		"--eval-cmd", `sleep 2; echo '{"fitness": 0.1}'`)
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(a.stderr.String(), "worker joined run") })
+	time.Sleep(500 * time.Millisecond) // a's slot takes a design and starts evaluating it
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = a.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
-	return pids
+	t.Cleanup(thaw)
+	background(t, "worker", "--nats", url, "--run", run, "--id", "b", "--slots", "2",
+		"--eval-cmd", `sleep 1; echo '{"fitness": 0.1}'`)
+	_, js := connectJS(t, url)
+	var redelivered *schema.Result
+	for deadline := time.Now().Add(30 * time.Second); redelivered == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second attempt by worker b within 30 s\ncontroller:\n%s", tail(ctl.stderr.String(), 3000))
+		}
+		for _, r := range storedResults(t, js, run) {
+			if r.Worker == "b" && r.Attempt == 2 {
+				redelivered = r
+			}
+		}
+	}
+	thaw()
+	if err := ctl.wait(t, time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	s := lastJSON(t, ctl.stderr.String())
+	results := storedResults(t, js, run)
+	twice := 0
+	for seq, rs := range bySeq(results) {
+		if len(rs) == 1 {
+			continue
+		}
+		twice++
+		if seq != redelivered.Design.Seq || len(rs) != 2 {
+			t.Errorf("design %d has %d results", seq, len(rs))
+			continue
+		}
+		got := map[string]int{}
+		for _, r := range rs {
+			got[r.Worker] = r.Attempt
+		}
+		if got["a"] != 1 || got["b"] != 2 {
+			t.Errorf("design %d: results by worker and attempt %v, want a: 1, b: 2", seq, got)
+		}
+	}
+	if twice != 1 {
+		t.Errorf("%d designs with two results, want 1 (the frozen worker's own result was not stored?)\nworker a:\n%s",
+			twice, tail(a.stderr.String(), 2000))
+	}
+	f := fold(results, 4, 4, controller.ReplaceWorst)
+	if s.Evaluations != budget || f.Terminal() != budget || len(results) != budget+1 {
+		t.Errorf("summary %d evaluations, replayed fold %d terminal, %d results stored; want %d, %d, %d",
+			s.Evaluations, f.Terminal(), len(results), budget, budget, budget+1)
+	}
+	t.Logf("design %s evaluated by a (frozen, attempt 1) and b (attempt 2); counted once", redelivered.DesignID)
 }

@@ -24,8 +24,12 @@ func TestResume(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, tail(r.stderr, 3000))
 	}
-	if s := lastJSON(t, r.stdout); s.Run != "again" || s.Evaluations != 300 {
+	s := lastJSON(t, r.stdout)
+	if s.Run != "again" || s.Evaluations != 300 {
 		t.Fatalf("resumed run %s ended with %d evaluations; want again and 300", s.Run, s.Evaluations)
+	}
+	if s.WallS <= 0 || s.EvalsPerS <= 0 {
+		t.Errorf("resumed run: wall_s %v, evals_per_s %v; want the resumed controller's own time and rate", s.WallS, s.EvalsPerS)
 	}
 	if !strings.Contains(r.stderr, "resumed run from its results stream") {
 		t.Errorf("the resumed controller did not replay:\n%s", tail(r.stderr, 2000))

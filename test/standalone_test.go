@@ -44,6 +44,16 @@ func (p *proc) reap() {
 	close(p.done)
 }
 
+// exited reports whether p has ended.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // startBroker starts `evoq broker` and returns its client URL, the first
 // line it prints.
 func startBroker(t *testing.T, dir string) (*proc, string) {

@@ -20,11 +20,10 @@ import (
 	"github.com/evoq/evoq/schema"
 )
 
-// Limits on what an external evaluator may print. Output beyond them is
-// dropped from the middle: the head is discarded, the tail kept.
+// Limits on what an external evaluator may print. Of stdout only the last
+// line is kept, up to schema.MaxResultLine; of stderr, the tail.
 const (
-	StdoutKeep = 64 << 10 // bytes of stdout kept to find the last line
-	StderrKeep = 4 << 10  // bytes of stderr tail put into error results
+	StderrKeep = 4 << 10 // bytes of stderr tail put into error results
 	// KillGrace is how long a cancelled evaluator's process group has
 	// between SIGTERM and SIGKILL.
 	KillGrace = 2 * time.Second
@@ -58,7 +57,7 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	if err != nil {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
-	stdout, stderr := newTail(StdoutKeep), newTail(StderrKeep)
+	stdout, stderr := newLastLine(schema.MaxResultLine), newTail(StderrKeep)
 	cmd := exec.Command("/bin/sh", "-c", shellCommand(c.Cmd))
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
@@ -83,7 +82,11 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	if err != nil {
 		return commandFailed(ctx, err, stderr.String())
 	}
-	return ParseOutput(stdout.LastLine())
+	line, n := stdout.Line()
+	if n > schema.MaxResultLine {
+		return lineTooLong(line, n)
+	}
+	return ParseOutput(line)
 }
 
 // outputs copies an evaluator's stdout and stderr through pipes of our
@@ -287,6 +290,14 @@ func ParseOutput(line string) Outcome {
 	return Outcome{Status: schema.StatusOK, Fitness: *e.Fitness, Metrics: e.Metrics}
 }
 
+// lineTooLong is the error outcome of a result line of n bytes, over
+// schema.MaxResultLine; line is its beginning.
+func lineTooLong(line string, n int) Outcome {
+	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
+		Error: fmt.Sprintf("evaluator output: the result line is %d bytes, over the %d-byte limit for one (a result must fit in one message); it begins: %q",
+			n, schema.MaxResultLine, clip(line, 200))}
+}
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -319,8 +330,76 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
-// LastLine is the last non-empty line written.
-func (t *tail) LastLine() string {
-	lines := strings.Split(strings.TrimRight(t.String(), "\r\n\t "), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+// lineBuf is a line being written: its first max bytes and its whole
+// length, so that a line too long to be a result is reported by its size,
+// not cut into something else.
+type lineBuf struct {
+	max int
+	buf []byte
+	n   int
+}
+
+// write adds p to the line, calling end at each newline: the line is then
+// complete, and end hands it on and resets it.
+func (l *lineBuf) write(p []byte, end func()) {
+	for {
+		i := bytes.IndexByte(p, '\n')
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		l.n += len(seg)
+		if room := l.max - len(l.buf); room > 0 {
+			l.buf = append(l.buf, seg[:min(room, len(seg))]...)
+		}
+		if i < 0 {
+			return
+		}
+		end()
+		p = p[i+1:]
+	}
+}
+
+func (l *lineBuf) reset() { l.buf, l.n = l.buf[:0], 0 }
+
+// lastLine is an io.Writer that keeps the last non-blank line written, up
+// to max bytes of it, and its whole length.
+type lastLine struct {
+	mu    sync.Mutex
+	cur   lineBuf
+	last  []byte // the last complete non-blank line
+	lastN int    // its whole length
+}
+
+func newLastLine(max int) *lastLine { return &lastLine{cur: lineBuf{max: max}} }
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur.write(p, l.endLine)
+	return len(p), nil
+}
+
+// endLine makes the line being written the last one, unless it is blank.
+func (l *lastLine) endLine() {
+	if len(bytes.TrimSpace(l.cur.buf)) > 0 {
+		l.last, l.cur.buf, l.lastN = l.cur.buf, l.last, l.cur.n
+	}
+	l.cur.reset()
+}
+
+// Line is the last non-blank line, trimmed (at most max bytes of it), and
+// the length of the whole line: the trimmed length when it was kept whole.
+func (l *lastLine) Line() (string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line, n := l.cur.buf, l.cur.n
+	if len(bytes.TrimSpace(line)) == 0 {
+		line, n = l.last, l.lastN
+	}
+	t := strings.TrimSpace(string(line))
+	if n <= l.cur.max {
+		n = len(t)
+	}
+	return t, n
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"github.com/evoq/evoq/internal/testutil"
 	"os"
 	"path/filepath"
@@ -70,9 +71,10 @@ func TestCommandOutcomes(t *testing.T) {
 		cmd:    `head -c 5000000 /dev/zero | tr '\0' x; echo; head -c 3000000 /dev/zero | tr '\0' '\n'; echo '{"fitness": 0.5}'`,
 		status: schema.StatusOK, fitness: 0.5,
 	}, {
-		name:   "last line longer than the kept tail",
-		cmd:    `printf '{"fitness": 0.5, "pad": "'; head -c 100000 /dev/zero | tr '\0' x; echo '"}'`,
-		status: schema.StatusError, fitness: schema.InfeasibleFitness, errHas: []string{"not a JSON object"},
+		name:   "flood without a newline",
+		cmd:    `head -c 3000000 /dev/zero | tr '\0' x`,
+		status: schema.StatusError, fitness: schema.InfeasibleFitness,
+		errHas: []string{"result line is 3000000 bytes", fmt.Sprintf("over the %d-byte limit", schema.MaxResultLine), `"xxxx`},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -309,20 +311,12 @@ func TestTail(t *testing.T) {
 		n      int
 		writes []string
 		want   string
-		last   string
 	}{
-		{"nothing", 8, nil, "", ""},
-		{"under the limit", 8, []string{"ab", "cd"}, "abcd", "abcd"},
-		{"exactly the limit", 4, []string{"ab", "cd"}, "abcd", "abcd"},
-		{"keeps the last bytes across writes", 5, []string{"abc", "defgh"}, "defgh", "defgh"},
-		{"keeps the last bytes of one write", 5, []string{"0123456789"}, "56789", "56789"},
-		{"last line", 64, []string{"one\ntwo\nthree\n"}, "one\ntwo\nthree\n", "three"},
-		{"last line without newline", 64, []string{"one\ntw", "o"}, "one\ntwo", "two"},
-		{"trailing blank lines", 64, []string{"one\ntwo\n\n  \n\r\n"}, "one\ntwo\n\n  \n\r\n", "two"},
-		{"CRLF", 64, []string{"one\r\ntwo\r\n"}, "one\r\ntwo\r\n", "two"},
-		{"indented", 64, []string{"  {\"fitness\": 1}  \n"}, "  {\"fitness\": 1}  \n", `{"fitness": 1}`},
-		{"only blanks", 64, []string{"\n\n \n"}, "\n\n \n", ""},
-		{"line cut by the limit", 6, []string{"first\nsecond line"}, "d line", "d line"},
+		{"nothing", 8, nil, ""},
+		{"under the limit", 8, []string{"ab", "cd"}, "abcd"},
+		{"exactly the limit", 4, []string{"ab", "cd"}, "abcd"},
+		{"keeps the last bytes across writes", 5, []string{"abc", "defgh"}, "defgh"},
+		{"keeps the last bytes of one write", 5, []string{"0123456789"}, "56789"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -335,36 +329,71 @@ func TestTail(t *testing.T) {
 			if got := tl.String(); got != tc.want {
 				t.Errorf("String = %q, want %q", got, tc.want)
 			}
-			if got := tl.LastLine(); got != tc.last {
-				t.Errorf("LastLine = %q, want %q", got, tc.last)
+		})
+	}
+}
+
+func TestLastLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		max    int
+		writes []string
+		line   string
+		n      int
+	}{
+		{"nothing", 64, nil, "", 0},
+		{"last line", 64, []string{"one\ntwo\nthree\n"}, "three", 5},
+		{"last line without newline", 64, []string{"one\ntw", "o"}, "two", 3},
+		{"line across writes", 64, []string{"on", "e\ntw", "o\n"}, "two", 3},
+		{"trailing blank lines", 64, []string{"one\ntwo\n\n  \n\r\n"}, "two", 3},
+		{"CRLF", 64, []string{"one\r\ntwo\r\n"}, "two", 3},
+		{"indented", 64, []string{"  {\"fitness\": 1}  \n"}, `{"fitness": 1}`, 14},
+		{"only blanks", 64, []string{"\n\n \n"}, "", 0},
+		{"at the limit", 6, []string{"first\nsecond\n"}, "second", 6},
+		{"over the limit: the beginning and the whole length", 6, []string{"first\nsecond line\n"}, "second", 11},
+		{"over the limit across writes", 4, []string{"ab", "cdef", "gh"}, "abcd", 8},
+		{"a short line after a long one", 4, []string{"abcdefgh\nxy\n"}, "xy", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLastLine(tc.max)
+			for _, w := range tc.writes {
+				if n, err := l.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			if line, n := l.Line(); line != tc.line || n != tc.n {
+				t.Errorf("Line = %q, %d; want %q, %d", line, n, tc.line, tc.n)
 			}
 		})
 	}
 }
 
-// TestTailBoundsMemory floods a tail the way os/exec feeds it (32 KiB
-// chunks) and checks that it never holds much more than its limit.
-func TestTailBoundsMemory(t *testing.T) {
+// TestLastLineBoundsMemory floods stdout the way os/exec feeds it (32 KiB
+// chunks), one line longer than a result line may be, and checks that
+// the writer never holds much more than one result line.
+func TestLastLineBoundsMemory(t *testing.T) {
 	t.Parallel()
-	const chunk = 32 << 10
-	tl := newTail(StdoutKeep)
+	const chunk, flood = 32 << 10, 5 << 20
+	l := newLastLine(schema.MaxResultLine)
 	buf := make([]byte, chunk)
 	for i := range buf {
 		buf[i] = 'a' + byte(i%26)
 	}
 	maxCap := 0
-	for written := 0; written < 5<<20; written += chunk {
-		tl.Write(buf)
-		maxCap = max(maxCap, cap(tl.buf))
+	for written := 0; written < flood; written += chunk {
+		l.Write(buf)
+		maxCap = max(maxCap, cap(l.cur.buf)+cap(l.last))
 	}
-	tl.Write([]byte("\n{\"fitness\": 0.5}\n"))
-	if len(tl.buf) != StdoutKeep {
-		t.Errorf("holds %d bytes, want %d", len(tl.buf), StdoutKeep)
+	if line, n := l.Line(); len(line) != schema.MaxResultLine || n != flood {
+		t.Errorf("Line holds %d bytes of %d, want %d of %d", len(line), n, schema.MaxResultLine, flood)
 	}
-	if limit := 2 * (StdoutKeep + chunk); maxCap > limit {
-		t.Errorf("buffer grew to %d bytes, want at most %d", maxCap, limit)
+	l.Write([]byte("\n{\"fitness\": 0.5}\n"))
+	if line, n := l.Line(); line != `{"fitness": 0.5}` || n != len(line) {
+		t.Errorf("Line = %q, %d", line, n)
 	}
-	if got := tl.LastLine(); got != `{"fitness": 0.5}` {
-		t.Errorf("LastLine = %q", got)
+	if limit := 2 * (schema.MaxResultLine + chunk); maxCap > limit {
+		t.Errorf("buffers grew to %d bytes, want at most %d", maxCap, limit)
 	}
 }

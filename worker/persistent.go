@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,9 +15,6 @@ import (
 
 	"github.com/evoq/evoq/schema"
 )
-
-// MaxLine is the longest stdout line a persistent evaluator may print.
-const MaxLine = 4 << 20
 
 // Persistent runs one long-lived evaluator process per slot (`sh -c Cmd`),
 // so that heavy imports such as PyTorch happen once, not per design. For
@@ -46,7 +42,7 @@ type Persistent struct {
 type evalProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	lines  chan string // stdout, line by line; closed at EOF
+	lines  chan outLine // stdout, line by line; closed at EOF
 	stderr *tail
 	outs   *outputs
 	quit   chan struct{} // closed when the process is dropped
@@ -120,7 +116,7 @@ func (p *Persistent) await(ctx context.Context, slot int, proc *evalProc) Outcom
 }
 
 // discard drops the lines already waiting.
-func discard(lines chan string) {
+func discard(lines chan outLine) {
 	for {
 		select {
 		case _, ok := <-lines:
@@ -136,11 +132,19 @@ func discard(lines chan string) {
 // resultLine parses a result object; any other line is output. A line
 // that means to be a result (an object naming fitness, infeasible or
 // error) but is not valid JSON — NaN from Python's json.dumps, say — is
-// an error result quoting it, not output to wait past.
-func resultLine(l string) (Outcome, bool) {
+// an error result quoting it, not output to wait past. So is an object
+// longer than schema.MaxResultLine: only its beginning is kept, which
+// cannot tell, and an object that long is a result with large metrics far
+// more often than a log line; waiting past it would hold the slot until
+// the timeout.
+func resultLine(ol outLine) (Outcome, bool) {
+	l := ol.text
 	t := strings.TrimSpace(l)
 	if !strings.HasPrefix(t, "{") {
 		return Outcome{}, false
+	}
+	if ol.n > schema.MaxResultLine {
+		return lineTooLong(t, ol.n), true
 	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal([]byte(t), &probe) != nil {
@@ -218,9 +222,9 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 		files.close()
 		return nil, fmt.Errorf("persistent evaluator: %w", err)
 	}
-	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), stderr: newTail(StderrKeep),
+	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan outLine, 64), stderr: newTail(StderrKeep),
 		quit: make(chan struct{}), waited: make(chan struct{})}
-	lw := &lineWriter{lines: pr.lines, quit: pr.quit}
+	lw := newLineWriter(pr.lines, pr.quit)
 	if pr.outs, err = attachOutputs(cmd, files.tee(0, lw), files.tee(1, pr.stderr)); err != nil {
 		stdin.Close()
 		files.close()
@@ -279,7 +283,7 @@ func (p *Persistent) Close() error {
 }
 
 // drained is closed when lines is closed, discarding what is left.
-func drained(lines chan string) <-chan struct{} {
+func drained(lines chan outLine) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for range lines {
@@ -289,41 +293,43 @@ func drained(lines chan string) <-chan struct{} {
 	return done
 }
 
-// lineWriter splits what it is written into lines for a channel; a line
-// longer than MaxLine is cut.
+// outLine is one line of a persistent evaluator's stdout: at most
+// schema.MaxResultLine bytes of it, and its whole length.
+type outLine struct {
+	text string
+	n    int
+}
+
+// lineWriter splits what it is written into lines for a channel, keeping
+// at most schema.MaxResultLine bytes of each.
 type lineWriter struct {
 	mu    sync.Mutex
-	buf   []byte
-	lines chan string
+	cur   lineBuf
+	lines chan outLine
 	quit  <-chan struct{} // nobody reads any more: drop lines
 	shut  bool
+}
+
+func newLineWriter(lines chan outLine, quit <-chan struct{}) *lineWriter {
+	return &lineWriter{cur: lineBuf{max: schema.MaxResultLine}, lines: lines, quit: quit}
 }
 
 func (w *lineWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.send(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > MaxLine {
-		w.send(string(w.buf[:MaxLine]))
-		w.buf = w.buf[:0]
-	}
+	w.cur.write(b, w.send)
 	return len(b), nil
 }
 
-func (w *lineWriter) send(l string) {
+// send hands the line being written on and starts the next.
+func (w *lineWriter) send() {
+	l := outLine{text: strings.TrimRight(string(w.cur.buf), "\r"), n: w.cur.n}
+	w.cur.reset()
 	if w.shut {
 		return
 	}
 	select {
-	case w.lines <- strings.TrimRight(l, "\r"):
+	case w.lines <- l:
 	case <-w.quit:
 	}
 }
@@ -331,8 +337,8 @@ func (w *lineWriter) send(l string) {
 func (w *lineWriter) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.send(string(w.buf))
+	if w.cur.n > 0 {
+		w.send()
 	}
 	w.shut = true
 	close(w.lines)

@@ -230,10 +230,26 @@ func fixedValues(row exportRow) []string {
 	if len(r.Design.Parents) > 0 {
 		parents = cell(r.Design.Parents)
 	}
+	fitness := ""
+	if f := exportFitness(r); f != nil {
+		fitness = strconv.FormatFloat(*f, 'g', -1, 64)
+	}
 	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.counted), string(r.Status),
-		strconv.FormatFloat(r.Fitness, 'g', -1, 64), strconv.Itoa(r.Attempt), r.Worker, r.Host,
+		fitness, strconv.Itoa(r.Attempt), r.Worker, r.Host,
 		strconv.Itoa(r.Slot), r.GPU, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
 		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error}
+}
+
+// exportFitness is the fitness export shows: a result's fitness only when
+// it is ok. The wire requires a fitness on every result and evoq fills it
+// with InfeasibleFitness otherwise, a placeholder that would read as a real
+// score in a spreadsheet or a plot; nil shows as an empty cell or null.
+func exportFitness(r *schema.Result) *float64 {
+	if r.Status != schema.StatusOK {
+		return nil
+	}
+	f := r.Fitness
+	return &f
 }
 
 // paramColumns are the run's search-space parameters, or none when its
@@ -288,15 +304,25 @@ func cell(v any) string {
 	return string(b)
 }
 
+// jsonlRow is one line of the JSON lines export: the result with its
+// stream sequence and whether it counted. Its Fitness, shallower than the
+// result's own, replaces it in the output.
+type jsonlRow struct {
+	Seq     uint64   `json:"seq"`
+	Counted bool     `json:"counted"`
+	Fitness *float64 `json:"fitness"`
+	*schema.Result
+}
+
 // writeJSONL writes each result as JSON with its stream sequence and
 // whether it counted.
 func writeJSONL(w io.Writer, rows []exportRow) error {
 	for _, row := range rows {
-		b, err := json.Marshal(row.res)
+		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.counted, Fitness: exportFitness(row.res), Result: row.res})
 		if err != nil {
 			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
 		}
-		if _, err := fmt.Fprintf(w, `{"seq":%d,"counted":%t,%s`+"\n", row.seq, row.counted, b[1:]); err != nil {
+		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
 			return err
 		}
 	}

@@ -54,13 +54,10 @@ func (Sim) Name() string { return "sim" }
 
 // Evaluate implements worker.Evaluator.
 func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
-	h := hash64(t.Design.ID)
-	r := rand.New(rand.NewPCG(h, uint64(t.Attempt)))
-	if r.Float64() < s.Fail {
+	d, infeasible := s.Draw(t)
+	if infeasible {
 		return worker.Infeasible("simulated infeasible design")
 	}
-	mu := math.Log(s.Mean.Seconds()) - SimSigma*SimSigma/2
-	d := time.Duration(math.Exp(mu+SimSigma*r.NormFloat64()) * float64(time.Second))
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
@@ -69,6 +66,17 @@ func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
 	case <-ctx.Done():
 		return worker.Failed(ctx, ctx.Err())
 	}
+}
+
+// Draw is what Evaluate does with t: take d to evaluate it, or find it
+// infeasible at once. It depends on the design's ID and the attempt alone.
+func (s Sim) Draw(t worker.Task) (d time.Duration, infeasible bool) {
+	r := rand.New(rand.NewPCG(hash64(t.Design.ID), uint64(t.Attempt)))
+	if r.Float64() < s.Fail {
+		return 0, true
+	}
+	mu := math.Log(s.Mean.Seconds()) - SimSigma*SimSigma/2
+	return time.Duration(math.Exp(mu+SimSigma*r.NormFloat64()) * float64(time.Second)), false
 }
 
 // GenomeScore maps a genome to a deterministic score in [0, 1): the same

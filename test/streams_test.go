@@ -1,128 +1,19 @@
 package test
 
 import (
+	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
-
-// freePort returns a TCP port that was free a moment ago on 127.0.0.1.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// restartable is a component started again with the same arguments after
-// each kill: a controller, a broker or a worker.
-type restartable struct {
-	t     *testing.T
-	name  string
-	args  []string
-	mu    sync.Mutex
-	cur   *proc
-	logs  []string // output of every incarnation
-	kills int
-}
-
-func newRestartable(t *testing.T, name string, args ...string) *restartable {
-	r := &restartable{t: t, name: name, args: args}
-	r.start()
-	t.Cleanup(func() { r.stop() })
-	return r
-}
-
-func (r *restartable) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.cur = background(r.t, r.args...)
-}
-
-// kill sends SIGKILL, waits for the process to die and keeps its output.
-func (r *restartable) kill() {
-	r.mu.Lock()
-	p := r.cur
-	r.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	r.mu.Lock()
-	r.logs = append(r.logs, p.stderr.String())
-	r.kills++
-	r.mu.Unlock()
-}
-
-func (r *restartable) stop() {
-	r.mu.Lock()
-	p := r.cur
-	r.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// exited reports whether the current incarnation has ended.
-func (r *restartable) exited() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.cur.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// output is the output of every incarnation so far, the current one last.
-func (r *restartable) output() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(append(append([]string(nil), r.logs...), r.cur.stderr.String()), "\n")
-}
-
-// supervise restarts the workers whenever one dies, until stop closes.
-func supervise(workers []*restartable, stop <-chan struct{}) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			for _, w := range workers {
-				if w.exited() {
-					w.mu.Lock()
-					w.logs = append(w.logs, w.cur.stderr.String())
-					w.mu.Unlock()
-					w.start()
-				}
-			}
-		}
-	}()
-	return &wg
-}
-
-// sleepRandom sleeps a random time in [lo, hi).
-func sleepRandom(lo, hi time.Duration) {
-	time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo))))
-}
 
 // verdict is what verifyRun checked, for the test log and the soak report.
 type verdict struct {
@@ -239,13 +130,105 @@ func checkDigests(t *testing.T, results []*schema.Result, logs string, init, poo
 	return checked
 }
 
-// killCount formats kill counts.
-func killCount(rs ...*restartable) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = fmt.Sprintf("%s %d", r.name, r.kills)
+// connectJS connects a plain client to a running broker.
+func connectJS(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
 	}
-	return strings.Join(parts, ", ")
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
 
-var _ = exec.Command
+// storedResults reads every result of run stored so far on a running
+// broker, in stream order.
+func storedResults(t *testing.T, js jetstream.JetStream, run string) []*schema.Result {
+	t.Helper()
+	want := subjectCount(t, js, run)
+	if want == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schema.ResultSubject(run)}})
+	if err != nil {
+		t.Fatalf("results consumer: %v", err)
+	}
+	var out []*schema.Result
+	for len(out) < want {
+		msgs, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatalf("fetch results: %v", err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			r, err := schema.DecodeResult(m.Data())
+			if err != nil {
+				t.Fatalf("stored result does not decode: %v", err)
+			}
+			out = append(out, r)
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("read %d of %d results", len(out), want)
+		}
+	}
+	return out
+}
+
+// bySeq groups results by design sequence, in stream order.
+func bySeq(results []*schema.Result) map[uint64][]*schema.Result {
+	m := map[uint64][]*schema.Result{}
+	for _, r := range results {
+		m[r.Design.Seq] = append(m[r.Design.Seq], r)
+	}
+	return m
+}
+
+// ackPending is the number of designs of run delivered to a slot and not
+// yet acked.
+func ackPending(t *testing.T, js jetstream.JetStream, run string) int {
+	t.Helper()
+	ctx := testutil.Context(t, 10*time.Second)
+	cons, err := js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(run))
+	if err != nil {
+		return 0 // not declared yet
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	return info.NumAckPending
+}
+
+// resultsOf keeps the results of one worker.
+func resultsOf(results []*schema.Result, worker string) []*schema.Result {
+	var out []*schema.Result
+	for _, r := range results {
+		if r.Worker == worker {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkOneResultEach: designs 1..budget each have exactly one result, and
+// nothing else has one.
+func checkOneResultEach(t *testing.T, results []*schema.Result, budget int) {
+	t.Helper()
+	seqs := bySeq(results)
+	for seq := uint64(1); seq <= uint64(budget); seq++ {
+		if n := len(seqs[seq]); n != 1 {
+			t.Errorf("design %d has %d results, want 1", seq, n)
+		}
+	}
+	if len(seqs) != budget || len(results) != budget {
+		t.Errorf("%d results for %d designs, want %d for %d", len(results), len(seqs), budget, budget)
+	}
+}
