@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -475,5 +476,23 @@ func TestConnectBeforeBrokerAndAcrossRestart(t *testing.T) {
 	}
 	if info.State.Msgs != 1 {
 		t.Errorf("%d results after the restart, want the 1 stored before", info.State.Msgs)
+	}
+}
+
+// The largest body the codec encodes is stored with the Nats-Msg-Id
+// header every publish carries: the header counts against the broker's
+// limit, and the codec leaves it room.
+func TestLargestBodyFitsWithItsHeader(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	ctx := testutil.Context(t, 10*time.Second)
+	body := bytes.Repeat([]byte{'x'}, schema.MaxBodySize)
+	id := schema.ResultMsgID(schema.DesignID(strings.Repeat("r", schema.MaxTokenLen), 1<<62), 1<<30)
+	if _, err := b.JS.Publish(ctx, schema.ResultSubject("r"), body, jetstream.WithMsgID(id)); err != nil {
+		t.Fatalf("publish a %d-byte body with its Nats-Msg-Id: %v", len(body), err)
+	}
+	over := bytes.Repeat([]byte{'x'}, schema.MaxMessageSize)
+	if _, err := b.JS.Publish(ctx, schema.ResultSubject("r"), over, jetstream.WithMsgID(id+"x")); err == nil {
+		t.Fatalf("a %d-byte body with a header was stored: the broker's limit is not the one the codec assumes", len(over))
 	}
 }

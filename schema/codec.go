@@ -24,7 +24,8 @@ var ErrVersion = errors.New("unsupported schema version")
 // range. The error text names the field.
 var ErrInvalid = errors.New("invalid message")
 
-// Marshal encodes a message. It refuses messages over MaxMessageSize.
+// Marshal encodes a message. It refuses bodies over MaxBodySize, which
+// leaves the headers room within the broker's limit.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
@@ -32,8 +33,8 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
-	if buf.Len() > MaxMessageSize {
-		return nil, fmt.Errorf("%w: %T is %d bytes, over the %d-byte limit", ErrMalformed, v, buf.Len(), MaxMessageSize)
+	if buf.Len() > MaxBodySize {
+		return nil, fmt.Errorf("%w: %T is %d bytes, over the %d-byte limit", ErrMalformed, v, buf.Len(), MaxBodySize)
 	}
 	return buf.Bytes(), nil
 }

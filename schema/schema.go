@@ -25,6 +25,15 @@ const Version = 1
 // streams' max_msg_size.
 const MaxMessageSize = 1 << 20
 
+// HeaderRoom is the part of a message kept for its NATS headers
+// (Nats-Msg-Id and the like), which the broker counts against
+// MaxMessageSize with the body: Marshal produces at most MaxBodySize, so
+// that what it encodes can always be published.
+const HeaderRoom = 4 << 10
+
+// MaxBodySize is the largest body Marshal encodes.
+const MaxBodySize = MaxMessageSize - HeaderRoom
+
 // ResultRoom is the part of a message a result keeps for what it wraps
 // around its evaluator's output: the design, echoed whole so that the
 // results stream alone is the run's history, and the worker's fields

@@ -568,6 +568,7 @@ func TestMarshalRefusesOversized(t *testing.T) {
 		ok   bool
 	}{
 		{"well under", 1000, true},
+		{"in the headers' room", schema.MaxMessageSize - schema.HeaderRoom/2, false},
 		{"exactly over", schema.MaxMessageSize, false},
 		{"far over", 2 * schema.MaxMessageSize, false},
 	}
@@ -578,7 +579,7 @@ func TestMarshalRefusesOversized(t *testing.T) {
 			d.Genome = map[string]any{"blob": strings.Repeat("x", tt.blob)}
 			b, err := schema.EncodeDesign(d)
 			if tt.ok {
-				if err != nil || len(b) > schema.MaxMessageSize {
+				if err != nil || len(b) > schema.MaxBodySize {
 					t.Fatalf("EncodeDesign = %d bytes, %v; want success", len(b), err)
 				}
 				return
@@ -586,7 +587,7 @@ func TestMarshalRefusesOversized(t *testing.T) {
 			if !errors.Is(err, schema.ErrMalformed) || b != nil {
 				t.Fatalf("EncodeDesign = %d bytes, %v; want ErrMalformed", len(b), err)
 			}
-			if !strings.Contains(err.Error(), "over the 1048576-byte limit") {
+			if !strings.Contains(err.Error(), "over the 1044480-byte limit") {
 				t.Errorf("error %q does not state the limit", err)
 			}
 		})
