@@ -187,7 +187,7 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 	for _, p := range ps {
 		w := st.worker(p.Worker)
 		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
-		w.Live = time.Since(p.Stored) < 3*p.Interval && !p.Leaving
+		w.Live = controller.Alive(p.Presence, p.Stored, time.Now())
 	}
 }
 
