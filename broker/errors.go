@@ -2,7 +2,9 @@ package broker
 
 import (
 	"errors"
+	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,6 +26,33 @@ func StoreFull(err error) bool {
 	switch ae.ErrorCode {
 	case errCodeAccountResources, errCodeInsufficient, errCodeStorage:
 		return true
+	}
+	return false
+}
+
+// AuthRefused reports whether err, a connection's error, is the broker
+// refusing the client's credentials or their absence: nats.go turns the
+// server's refusals into these errors.
+func AuthRefused(err error) bool {
+	for _, e := range []error{nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked, nats.ErrAccountAuthExpired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// TLSRefused reports whether err, a connection's error, is a TLS
+// handshake or certificate failure. The failures come as many types, from
+// crypto/tls, crypto/x509 and the server's alerts, all saying so in their
+// text: the match is on that, and TestRefusalTexts pins it for the
+// nats-server and nats.go in go.mod.
+func TLSRefused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, w := range []string{"tls", "x509", "certificate"} {
+		if strings.Contains(msg, w) {
+			return true
+		}
 	}
 	return false
 }

@@ -232,23 +232,19 @@ func (c *Controller) declareRun(ctx context.Context) error {
 const StartRetry = time.Minute
 
 // startRetry is retry for StartRetry at most; it gives up at once on a
-// replica count that does not fit the broker.
+// full store and on replicas the broker cannot place (broker.ErrReplicas),
+// and when it gives up it returns the broker's reason, not the deadline's.
 func startRetry(ctx context.Context, log logrus.FieldLogger, what string, op func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, StartRetry)
-	defer cancel()
-	var last error
-	err := retry(ctx, log, what, func() error {
-		last = op()
-		if errors.Is(last, broker.ErrReplicas) {
-			return nil
-		}
-		return last
-	})
+	b := backoff(log, what)
+	b.Limit = StartRetry
+	b.Permanent = func(err error) bool { return broker.StoreFull(err) || errors.Is(err, broker.ErrReplicas) }
+	err := broker.Retry(ctx, b, op)
+	var re *broker.RetryError
 	switch {
-	case errors.Is(last, broker.ErrReplicas):
-		return last
-	case err != nil && last != nil && !errors.Is(err, ErrStoreFull):
-		return fmt.Errorf("%s: %w", what, last) // the broker's reason, not the deadline's
+	case errors.As(err, &re):
+		return fmt.Errorf("%s: %w", what, re.Last)
+	case broker.StoreFull(err):
+		return fmt.Errorf("%s: %w: %v", what, ErrStoreFull, err)
 	}
 	return err
 }
@@ -278,26 +274,28 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	})
 }
 
-// retry calls op until it succeeds or ctx ends, backing off to 2 s and
-// warning on each failure. A full store is not retried.
+// retry calls op until it succeeds or ctx ends, with a warning per
+// failure; a full store ends it at once with ErrStoreFull.
 func retry(ctx context.Context, log logrus.FieldLogger, what string, op func() error) error {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		err := op()
-		switch {
-		case err == nil:
-			return nil
-		case broker.StoreFull(err):
-			return fmt.Errorf("%s: %w: %v", what, ErrStoreFull, err)
-		case ctx.Err() != nil:
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		}
-		log.WithError(err).Warn(what + " failed; retrying")
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(delay):
-		}
+	b := backoff(log, what)
+	b.Permanent = broker.StoreFull
+	err := broker.Retry(ctx, b, op)
+	var re *broker.RetryError
+	switch {
+	case errors.As(err, &re):
+		return fmt.Errorf("%s: %w", what, re.Stop)
+	case err != nil:
+		return fmt.Errorf("%s: %w: %v", what, ErrStoreFull, err)
 	}
+	return nil
+}
+
+// backoff is how the controller retries the broker: from 50 ms, since a
+// leader election or a reconnect is usually over within a moment, up to
+// every 2 s, with a warning per failure.
+func backoff(log logrus.FieldLogger, what string) broker.Backoff {
+	return broker.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second,
+		OnRetry: func(err error, _ time.Duration) { log.WithError(err).Warn(what + " failed; retrying") }}
 }
 
 // ErrStoreFull means the broker's store has no room left: the run stops,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
 
@@ -16,6 +17,142 @@ const IdleAlarmDefault = 30 * time.Second
 
 // IdleAlarmOff, as Config.IdleAlarm, turns the idle alarm off.
 const IdleAlarmOff time.Duration = -1
+
+// The rule of which slots idle for want of a design, and why, is written
+// once, here, as pure functions over figures: the controller's idle alarm
+// and `evoq status` both apply it, each to the figures it has.
+
+// WorkerLoad is a worker as its last heartbeat, and the results it
+// stored, show it.
+type WorkerLoad struct {
+	Worker      string
+	Slots, Busy int
+	// Live is whether its heartbeats are recent and it is not leaving.
+	Live bool
+	// Evaluations is the number of results it stored.
+	Evaluations int
+}
+
+// QueueFigures are the counters of a run's work-queue consumer.
+type QueueFigures struct {
+	// Queued designs wait on the queue, delivered to no slot (NumPending).
+	Queued int
+	// Delivered designs are on a slot and not acked (NumAckPending).
+	Delivered int
+	// Waiting is the number of pull requests waiting (NumWaiting).
+	Waiting int
+	// MaxAckPending and MaxWaiting are the consumer's limits; 0: none.
+	MaxAckPending, MaxWaiting int
+	// Err says why the counters could not be read; the others are zero
+	// then.
+	Err error
+}
+
+// QueueFiguresOf reads the figures of a consumer's info.
+func QueueFiguresOf(info *jetstream.ConsumerInfo) QueueFigures {
+	return QueueFigures{Queued: int(info.NumPending), Delivered: info.NumAckPending, Waiting: info.NumWaiting,
+		MaxAckPending: info.Config.MaxAckPending, MaxWaiting: info.Config.MaxWaiting}
+}
+
+// BudgetFigures say how much of a run's budget is done and whether
+// designs remain to be handed out.
+type BudgetFigures struct {
+	Budget int
+	// Done is the number of designs with a terminal result.
+	Done int
+	// Open is whether designs remain to be handed out: the controller has
+	// published fewer than Budget (the run's phase is starting or running).
+	Open bool
+	// InFlight is the number of designs published without a terminal
+	// result, Target the number the controller keeps in flight; both are
+	// known to the controller only.
+	InFlight, Target int
+}
+
+// IdleReason is why a worker's idle slots are a problem.
+type IdleReason int
+
+// Idle reasons, in the order IdleWorkers tests them.
+const (
+	// IdleNever: the worker registered slots but never got a design.
+	IdleNever IdleReason = iota + 1
+	// IdleQueued: designs wait on the queue while its slots idle.
+	IdleQueued
+	// IdleBudget: the budget has designs left to hand out while its
+	// slots idle.
+	IdleBudget
+)
+
+// IdleWorker is a live worker whose slots idle while there is work.
+type IdleWorker struct {
+	Worker string
+	Slots  int
+	// Idle is the number of its slots without a design.
+	Idle int
+	Why  IdleReason
+	// Waiting is what there is to do: designs on the queue (IdleQueued)
+	// or left in the budget (IdleBudget).
+	Waiting int
+}
+
+// String says what is wrong, for a person.
+func (w IdleWorker) String() string {
+	switch w.Why {
+	case IdleNever:
+		return fmt.Sprintf("worker %s registered %d slots but never got a design", w.Worker, w.Slots)
+	case IdleQueued:
+		return fmt.Sprintf("worker %s has %d idle slots while %d designs wait on the queue", w.Worker, w.Idle, w.Waiting)
+	}
+	return fmt.Sprintf("worker %s has %d idle slots while the budget has %d designs left", w.Worker, w.Idle, w.Waiting)
+}
+
+// IdleWorkers lists, in the order of ws, the live workers whose slots
+// idle while there is work for them: one that registered slots and never
+// got a design, or one with idle slots while designs wait on the queue or
+// the budget has designs left to hand out.
+func IdleWorkers(ws []WorkerLoad, q QueueFigures, b BudgetFigures) []IdleWorker {
+	var out []IdleWorker
+	for _, w := range ws {
+		iw := IdleWorker{Worker: w.Worker, Slots: w.Slots, Idle: w.Slots - w.Busy}
+		switch {
+		case !w.Live:
+			continue
+		case w.Evaluations == 0 && w.Busy == 0:
+			iw.Why = IdleNever
+		case w.Busy < w.Slots && q.Queued > 0:
+			iw.Why, iw.Waiting = IdleQueued, q.Queued
+		case w.Busy < w.Slots && b.Open && b.Done < b.Budget:
+			iw.Why, iw.Waiting = IdleBudget, b.Budget-b.Done
+		default:
+			continue
+		}
+		out = append(out, iw)
+	}
+	return out
+}
+
+// DiagnoseIdle says, from the work queue's counters, what keeps slots
+// idle, and what to do about it.
+func DiagnoseIdle(q QueueFigures, b BudgetFigures) (diagnosis, advice string) {
+	switch {
+	case q.Err != nil:
+		return "the work queue cannot be read: " + q.Err.Error(), "check the broker"
+	case q.MaxAckPending > 0 && q.Delivered >= q.MaxAckPending:
+		return fmt.Sprintf("consumer limit: %d designs delivered and unacked = MaxAckPending %d", q.Delivered, q.MaxAckPending),
+			"raise MaxAckPending (the controller raises it as slots join; a consumer made elsewhere keeps its own)"
+	case q.MaxWaiting > 0 && q.Waiting >= q.MaxWaiting:
+		return fmt.Sprintf("consumer limit: %d pull requests waiting = MaxWaiting %d", q.Waiting, q.MaxWaiting),
+			"start a new run with --expect-slots at least the number of slots"
+	case q.Queued > 0:
+		return fmt.Sprintf("%d designs queued but not pulled: the idle slots ask for no designs", q.Queued),
+			"check the idle workers: stuck, cut off from the broker, or serving another run"
+	case b.InFlight < b.Target && b.Open:
+		return fmt.Sprintf("queue empty: %d designs in flight, below the target %d", b.InFlight, b.Target),
+			"the controller is behind; look for broker errors in its log"
+	}
+	return fmt.Sprintf("queue empty: every design is on a slot (%d in flight, target %d)", b.InFlight, b.Target),
+		"wait: the budget's last designs are running"
+}
 
 // idleSince remembers since when each worker has had idle slots.
 type idleSince map[string]time.Time
@@ -48,56 +185,42 @@ func (c *Controller) idleAlarm(ctx context.Context, now time.Time) {
 	if c.cfg.IdleAlarm <= 0 || int(c.published) >= c.cfg.Budget {
 		return // off, or draining: nothing is left to hand out
 	}
-	idle, slots := c.longIdle(now)
-	if len(idle) == 0 || now.Sub(c.lastAlarm) < c.cfg.IdleAlarm {
+	long := c.longIdle(now)
+	if len(long) == 0 || now.Sub(c.lastAlarm) < c.cfg.IdleAlarm {
 		return
 	}
 	c.lastAlarm = now
-	diag, advice := c.diagnose(ctx)
-	c.log.WithFields(logrus.Fields{"idle_workers": strings.Join(idle, ","), "idle_slots": slots,
+	var q QueueFigures
+	if info, err := c.cons.Info(ctx); err != nil {
+		q.Err = err
+	} else {
+		q = QueueFiguresOf(info)
+	}
+	b := BudgetFigures{Budget: c.cfg.Budget, Done: c.fold.Terminal(), Open: true, InFlight: c.InFlight(), Target: c.target()}
+	idle := IdleWorkers(long, q, b)
+	if len(idle) == 0 {
+		return
+	}
+	ids, slots := make([]string, len(idle)), 0
+	for i, w := range idle {
+		ids[i], slots = w.Worker, slots+w.Idle
+	}
+	diag, advice := DiagnoseIdle(q, b)
+	c.log.WithFields(logrus.Fields{"idle_workers": strings.Join(ids, ","), "idle_slots": slots,
 		"idle_for": ">" + c.cfg.IdleAlarm.String(), "diagnosis": diag, "advice": advice,
-		"in_flight": c.InFlight(), "target": c.target(), "budget_left": c.cfg.Budget - c.fold.Terminal()}).
+		"in_flight": b.InFlight, "target": b.Target, "budget_left": b.Budget - b.Done}).
 		Warn("slots idle while the budget has work")
 }
 
-// longIdle lists the workers idle for longer than IdleAlarm, and their
-// idle slots.
-func (c *Controller) longIdle(now time.Time) ([]string, int) {
-	var ids []string
-	slots := 0
+// longIdle lists, by ID, the workers idle for longer than IdleAlarm.
+func (c *Controller) longIdle(now time.Time) []WorkerLoad {
+	var ws []WorkerLoad
 	for id, since := range c.idle {
 		if now.Sub(since) >= c.cfg.IdleAlarm {
 			w := c.slots.workers[id]
-			ids = append(ids, id)
-			slots += w.p.Slots - w.p.Busy
+			ws = append(ws, WorkerLoad{Worker: id, Slots: w.p.Slots, Busy: w.p.Busy, Live: w.alive(now), Evaluations: int(w.p.Done)})
 		}
 	}
-	sort.Strings(ids)
-	return ids, slots
-}
-
-// diagnose reads the consumer's counters and says what keeps slots idle.
-func (c *Controller) diagnose(ctx context.Context) (string, string) {
-	info, err := c.cons.Info(ctx)
-	if err != nil {
-		return "the work queue cannot be read: " + err.Error(), "check the broker"
-	}
-	cfg := info.Config
-	switch {
-	case cfg.MaxAckPending > 0 && info.NumAckPending >= cfg.MaxAckPending:
-		return fmt.Sprintf("consumer limit: %d designs delivered and unacked = MaxAckPending %d", info.NumAckPending, cfg.MaxAckPending),
-			"raise MaxAckPending (the controller raises it as slots join; a consumer made elsewhere keeps its own)"
-	case cfg.MaxWaiting > 0 && info.NumWaiting >= cfg.MaxWaiting:
-		return fmt.Sprintf("consumer limit: %d pull requests waiting = MaxWaiting %d", info.NumWaiting, cfg.MaxWaiting),
-			"start a new run with --expect-slots at least the number of slots"
-	case info.NumPending > 0:
-		return fmt.Sprintf("%d designs queued but not pulled: the idle slots ask for no designs", info.NumPending),
-			"check the idle workers: stuck, cut off from the broker, or serving another run"
-	case c.InFlight() < c.target() && int(c.published) < c.cfg.Budget:
-		return fmt.Sprintf("queue empty: %d designs in flight, below the target %d", c.InFlight(), c.target()),
-			"the controller is behind; look for broker errors in its log"
-	default:
-		return fmt.Sprintf("queue empty: every design is on a slot (%d in flight, target %d)", c.InFlight(), c.target()),
-			"wait: the budget's last designs are running"
-	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Worker < ws[j].Worker })
+	return ws
 }

@@ -126,6 +126,35 @@ func SlotGPUs(gpus []string, slots, perGPU int) []string {
 	return out
 }
 
+// Share is what one of several workers on a machine gets of its GPUs and
+// slots.
+type Share struct {
+	GPUs  []string
+	Slots int
+}
+
+// ShareOut deals a machine's gpus and slots out among workers (its local
+// worker processes). The GPUs go round, worker i getting gpus i,
+// i+workers, ...; each worker's slots are perGPU per GPU it got, unless
+// slotsGiven, or there are no GPUs: then the slots are shared out evenly,
+// the remainder to the first workers.
+func ShareOut(gpus []string, slots, perGPU int, slotsGiven bool, workers int) []Share {
+	out := make([]Share, workers)
+	for i := range out {
+		for j := i; j < len(gpus); j += workers {
+			out[i].GPUs = append(out[i].GPUs, gpus[j])
+		}
+		out[i].Slots = len(out[i].GPUs) * perGPU
+		if slotsGiven || len(gpus) == 0 {
+			out[i].Slots = slots / workers
+			if i < slots%workers {
+				out[i].Slots++
+			}
+		}
+	}
+	return out
+}
+
 // GPUEnv is the environment that pins an evaluation to gpu.
 func GPUEnv(gpu string) []string {
 	if gpu == "" {

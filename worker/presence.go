@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,21 +18,22 @@ func (w *Worker) presence() {
 	// The bucket may be out of reach a while (a broker cluster electing a
 	// leader): keep asking, loudly, since the controller counts only the
 	// slots it hears of.
-	var kv jetstream.KeyValue
-	for delay, warned := 250*time.Millisecond, (time.Time{}); ; delay = min(2*delay, 5*time.Second) {
-		var err error
-		if kv, err = w.js.KeyValue(w.evalCtx, schema.PresenceBucket); err == nil {
-			break
-		}
+	ctx, cancel := untilClosed(w.slotsDone)
+	defer cancel()
+	var warned time.Time
+	b := broker.Backoff{Initial: 250 * time.Millisecond, Max: 5 * time.Second, OnRetry: func(err error, _ time.Duration) {
 		if time.Since(warned) > 10*time.Second {
 			w.log.WithError(err).Error("presence bucket unavailable: the controller does not count this worker's slots until it is back; retrying")
 			warned = time.Now()
 		}
-		select {
-		case <-w.slotsDone:
-			return
-		case <-time.After(delay):
-		}
+	}}
+	var kv jetstream.KeyValue
+	err := broker.Retry(ctx, b, func() (err error) {
+		kv, err = w.js.KeyValue(w.evalCtx, schema.PresenceBucket)
+		return err
+	})
+	if err != nil {
+		return // the slots stopped first
 	}
 	key := schema.PresenceKey(w.cfg.Run, w.cfg.ID)
 	t := time.NewTicker(w.cfg.Heartbeat)
@@ -124,4 +126,18 @@ func (w *Worker) readRunDone() bool {
 func (w *Worker) runDone(data []byte) bool {
 	r, err := schema.DecodeRun(data)
 	return err == nil && r.Phase == schema.PhaseDone
+}
+
+// untilClosed is a context that ends when ch is closed, or when cancel is
+// called.
+func untilClosed(ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

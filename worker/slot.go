@@ -275,13 +275,8 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		}
 	}
 	subject, id := schema.ResultSubject(res.Run), schema.ResultMsgID(res.DesignID, res.Attempt)
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		if _, err = w.js.Publish(w.evalCtx, subject, data, jetstream.WithMsgID(id)); err == nil {
-			return true
-		}
-		if w.evalCtx.Err() != nil {
-			return false
-		}
+	// A full store is retried too: the result is held until there is room.
+	b := broker.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second, OnRetry: func(err error, _ time.Duration) {
 		lg := s.log.WithError(err).WithField("design", res.DesignID)
 		if broker.StoreFull(err) {
 			lg.Error("the broker's store is full: holding the result until there is room (free disk or raise --max-store)")
@@ -289,12 +284,12 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		} else {
 			lg.Warn("storing result failed; holding it and retrying")
 		}
-		select {
-		case <-w.evalCtx.Done():
-			return false
-		case <-time.After(delay):
-		}
-	}
+	}}
+	err = broker.Retry(w.evalCtx, b, func() error {
+		_, err := w.js.Publish(w.evalCtx, subject, data, jetstream.WithMsgID(id))
+		return err
+	})
+	return err == nil // else hard-stopped: the caller hands the design back
 }
 
 // oversized replaces a result that does not encode (too large metrics) by

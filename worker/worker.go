@@ -198,19 +198,16 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	// Retried a while: a broker cluster may be electing a leader.
-	for delay, deadline := 250*time.Millisecond, time.Now().Add(time.Minute); ; delay = min(2*delay, 5*time.Second) {
-		if w.space, err = w.runSpace(ctx); err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		w.log.WithError(err).Warn("reading the run's search space failed; retrying")
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
+	b := broker.Backoff{Initial: 250 * time.Millisecond, Max: 5 * time.Second, Limit: time.Minute,
+		OnRetry: func(err error, _ time.Duration) {
+			w.log.WithError(err).Warn("reading the run's search space failed; retrying")
+		}}
+	err = broker.Retry(ctx, b, func() (err error) {
+		w.space, err = w.runSpace(ctx)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	w.started = time.Now()
 	w.evalCtx, w.evalCancel = context.WithCancel(ctx)
@@ -249,21 +246,22 @@ func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 		defer cancel()
 	}
 	lastLog := time.Now().Add(-8 * time.Second) // first note after 2 s
-	for {
-		cons, err := w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
-		if err == nil {
-			return cons, nil
-		}
+	b := broker.Backoff{Initial: 250 * time.Millisecond, Max: 250 * time.Millisecond, OnRetry: func(err error, _ time.Duration) {
 		if time.Since(lastLog) > 10*time.Second {
 			w.log.WithError(err).Info("waiting for the run to start on the broker")
 			lastLog = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("join run %s: %w (last error: %v)", w.cfg.Run, ctx.Err(), err)
-		case <-time.After(250 * time.Millisecond):
-		}
+	}}
+	var cons jetstream.Consumer
+	err := broker.Retry(ctx, b, func() (err error) {
+		cons, err = w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
+		return err
+	})
+	var re *broker.RetryError
+	if errors.As(err, &re) {
+		return nil, fmt.Errorf("join run %s: %w (last error: %v)", w.cfg.Run, re.Stop, re.Last)
 	}
+	return cons, err
 }
 
 // runSpace reads the run's search space from its run state, so that the

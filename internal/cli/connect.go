@@ -72,9 +72,9 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 func (s *session) waitConnected(ctx context.Context, log logrus.FieldLogger) error {
 	last := time.Now()
 	for !s.nc.IsConnected() {
-		if err := s.nc.LastError(); err != nil && authRefused(err) {
+		if err := s.nc.LastError(); err != nil && broker.AuthRefused(err) {
 			return fmt.Errorf("connect to %s: the broker refused the credentials (%v): give the connect file the controller or broker wrote (--connect FILE)", s.url, err)
-		} else if err != nil && tlsRefused(err) {
+		} else if err != nil && broker.TLSRefused(err) {
 			return fmt.Errorf("connect to %s: TLS failed (%v): the broker's CA comes with the connect file or --tls-ca; a broker with --tls-verify needs --tls-cert and --tls-key", s.url, err)
 		}
 		if time.Since(last) > 5*time.Second {
@@ -108,22 +108,4 @@ func (s *session) close() {
 	if s.embedded != nil {
 		s.embedded.Shutdown()
 	}
-}
-
-// authRefused reports whether err is the broker refusing a client's
-// credentials (or their absence).
-func authRefused(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "authorization violation") || strings.Contains(msg, "authentication")
-}
-
-// tlsRefused reports whether err is a TLS handshake or certificate failure.
-func tlsRefused(err error) bool {
-	msg := strings.ToLower(err.Error())
-	for _, w := range []string{"tls", "x509", "certificate"} {
-		if strings.Contains(msg, w) {
-			return true
-		}
-	}
-	return false
 }

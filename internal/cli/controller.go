@@ -2,17 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/metrics"
-	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -151,35 +148,15 @@ func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controlle
 	if c.fromRun == "" {
 		return nil
 	}
-	init := cfg.Init
-	if init == 0 {
-		init = controller.InitDefault
-	}
 	cfg.SeedsFrom = c.fromRun
-	fold := controller.NewFold(1, init, controller.ReplaceWorst)
-	err := history.FromJS(s.js).Results(ctx, c.fromRun, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
-		if err == nil {
-			fold.Apply(r)
-		}
-		return nil
-	})
-	if err != nil {
+	seeds, err := controller.SeedsFrom(ctx, s.js, c.fromRun, cfg.Space, cfg.Init, log)
+	switch {
+	case errors.Is(err, controller.ErrNoSeeds):
+		return usageErr("--from-run %s: the run has no design evaluated ok that fits this search space", c.fromRun)
+	case err != nil:
 		return fmt.Errorf("--from-run %s: %w", c.fromRun, err)
 	}
-	members := append([]controller.Member(nil), fold.Pool().Members()...)
-	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
-	for _, m := range members {
-		g, err := cfg.Space.Validate(m.Design.Genome)
-		if err != nil {
-			log.WithError(err).WithField("design", m.Design.ID).Warn("--from-run: a design outside this search space is not used as a seed")
-			continue
-		}
-		cfg.Seeds = append(cfg.Seeds, g)
-	}
-	if len(cfg.Seeds) == 0 {
-		return usageErr("--from-run %s: the run has no design evaluated ok that fits this search space", c.fromRun)
-	}
-	log.WithFields(logrus.Fields{"from_run": c.fromRun, "seeds": len(cfg.Seeds), "best": members[0].Fitness}).Info("seeding the initial population")
+	cfg.Seeds = append(cfg.Seeds, seeds...)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
 )
 
@@ -144,33 +145,16 @@ func (c *runCmd) evaluatorName() string {
 	return c.w.evaluator
 }
 
-// slotsOf shares slots out among workers, the remainder to the first ones.
-func slotsOf(slots, workers, i int) int {
-	n := slots / workers
-	if i < slots%workers {
-		n++
-	}
-	return n
-}
-
 // workerSlots are the slot and GPU flags of local worker i: the GPUs are
 // dealt out among the workers, and the slots follow them unless --slots
 // was given.
 func (c *runCmd) workerSlots(i int) []string {
-	ids := c.w.gpuIDs
-	if len(ids) == 0 {
-		return []string{"--gpus", "none", "--slots", strconv.Itoa(slotsOf(c.w.slots, c.workers, i))}
+	sh := worker.ShareOut(c.w.gpuIDs, c.w.slots, c.w.slotsPerGPU, c.w.slotsSet, c.workers)[i]
+	if len(c.w.gpuIDs) == 0 {
+		return []string{"--gpus", "none", "--slots", strconv.Itoa(sh.Slots)}
 	}
-	var mine []string
-	for j := i; j < len(ids); j += c.workers {
-		mine = append(mine, ids[j])
-	}
-	slots := len(mine) * c.w.slotsPerGPU
-	if c.w.slotsSet {
-		slots = slotsOf(c.w.slots, c.workers, i)
-	}
-	return []string{"--gpus", strings.Join(mine, ","), "--slots-per-gpu", strconv.Itoa(c.w.slotsPerGPU),
-		"--slots", strconv.Itoa(slots)}
+	return []string{"--gpus", strings.Join(sh.GPUs, ","), "--slots-per-gpu", strconv.Itoa(c.w.slotsPerGPU),
+		"--slots", strconv.Itoa(sh.Slots)}
 }
 
 // workerProcs are run's child worker processes.

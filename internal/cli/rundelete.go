@@ -2,14 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // runDeleteCmd removes one run from a store or broker: its designs, its
@@ -73,50 +72,10 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 	if !c.force && (ri.Phase == schema.PhaseRunning || ri.Phase == schema.PhaseStarting) {
 		return usageErr("run %s is %s: stop its controller first, or give --force", id, ri.Phase)
 	}
-	n, err := deleteRun(ctx, s.js, id)
+	n, err := broker.DeleteRun(ctx, s.js, id)
 	if err != nil {
 		return fmt.Errorf("delete run %s: %w", id, err)
 	}
-	fmt.Fprintf(c.env.Stdout, "deleted run %s: %d results, %d queued designs, %d heartbeats\n", id, n.results, n.designs, n.presence)
+	fmt.Fprintf(c.env.Stdout, "deleted run %s: %d results, %d queued designs, %d heartbeats\n", id, n.Results, n.Designs, n.Presence)
 	return nil
-}
-
-type deleted struct{ results, designs, presence uint64 }
-
-// deleteRun purges run's subjects from the streams, deletes its consumer
-// and purges its keys from the buckets.
-func deleteRun(ctx context.Context, js jetstream.JetStream, run string) (deleted, error) {
-	var n deleted
-	purge := func(stream, subject string, count *uint64) error {
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			return fmt.Errorf("open stream %s: %w", stream, err)
-		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", stream, err)
-		}
-		*count = info.State.Subjects[subject]
-		if err := s.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-			return fmt.Errorf("purge %s from %s: %w", subject, stream, err)
-		}
-		return nil
-	}
-	if err := js.DeleteConsumer(ctx, schema.DesignStream, schema.ConsumerName(run)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return n, fmt.Errorf("delete consumer %s: %w", schema.ConsumerName(run), err)
-	}
-	if err := purge(schema.DesignStream, schema.DesignSubject(run), &n.designs); err != nil {
-		return n, err
-	}
-	if err := purge(schema.ResultStream, schema.ResultSubject(run), &n.results); err != nil {
-		return n, err
-	}
-	if err := purge("KV_"+schema.PresenceBucket, "$KV."+schema.PresenceBucket+"."+schema.PresenceKey(run, "*"), &n.presence); err != nil {
-		return n, err
-	}
-	var state uint64
-	if err := purge("KV_"+schema.RunBucket, "$KV."+schema.RunBucket+"."+run, &state); err != nil {
-		return n, err
-	}
-	return n, nil
 }

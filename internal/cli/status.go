@@ -187,7 +187,7 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 	for _, p := range ps {
 		w := st.worker(p.Worker)
 		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
-		w.Live = time.Since(p.Stored) < 3*p.Interval && !p.Leaving
+		w.Live = controller.Alive(p.Presence, p.Stored, time.Now())
 	}
 }
 
@@ -209,16 +209,15 @@ func (st *runStatus) finish(now time.Time) {
 		st.Workers = append(st.Workers, *w)
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].Worker < st.Workers[j].Worker })
+	loads := make([]controller.WorkerLoad, len(st.Workers))
+	for i, w := range st.Workers {
+		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: w.Slots, Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
+	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
-	for _, w := range st.Workers {
-		switch {
-		case w.Live && w.Evaluations == 0 && w.Busy == 0:
-			st.Problems = append(st.Problems, fmt.Sprintf("worker %s registered %d slots but never got a design", w.Worker, w.Slots))
-		case w.Live && w.Busy < w.Slots && st.Queued > 0:
-			st.Problems = append(st.Problems, fmt.Sprintf("worker %s has %d idle slots while %d designs wait on the queue", w.Worker, w.Slots-w.Busy, st.Queued))
-		case w.Live && w.Busy < w.Slots && active && st.Done < st.Budget:
-			st.Problems = append(st.Problems, fmt.Sprintf("worker %s has %d idle slots while the budget has %d designs left", w.Worker, w.Slots-w.Busy, st.Budget-st.Done))
-		}
+	idle := controller.IdleWorkers(loads, controller.QueueFigures{Queued: st.Queued},
+		controller.BudgetFigures{Budget: st.Budget, Done: st.Done, Open: active})
+	for _, w := range idle {
+		st.Problems = append(st.Problems, w.String())
 	}
 }
 

@@ -22,12 +22,6 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// FetchWaitDefault bounds the wait for one batch of results.
-const FetchWaitDefault = 5 * time.Second
-
-// fetchBatch is the number of results fetched at once.
-const fetchBatch = 512
-
 // Errors of Open, Runs and Results.
 var (
 	// ErrSource means the source names no store or broker, or more than one.
@@ -39,7 +33,7 @@ var (
 	ErrNoRun = errors.New("no such run")
 	// ErrStop, returned by a Results callback, ends the read early without
 	// an error.
-	ErrStop = errors.New("stop reading results")
+	ErrStop = broker.ErrStopReading
 )
 
 // Source says where to read the history from: exactly one of Dir, NATS and
@@ -269,84 +263,13 @@ func ids(runs []RunInfo) string {
 // ResultFunc receives one stored result: its stream sequence and time, and
 // the decoded result or why it did not decode. Returning ErrStop ends the
 // read; any other error ends it with that error.
-type ResultFunc func(seq uint64, t time.Time, r *schema.Result, err error) error
+type ResultFunc = broker.ResultFunc
 
-// Results streams the results of run in stream order with an ordered
-// consumer, and returns when it has caught up with the results stored
-// when it began.
+// Results streams the results of run in stream order, and returns when it
+// has caught up with the results stored when it began (see
+// broker.ReadResults).
 func (r *Reader) Results(ctx context.Context, run string, fn ResultFunc) error {
-	want, err := r.count(ctx, run)
-	if err != nil || want == 0 {
-		return err
-	}
-	cons, err := r.js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schema.ResultSubject(run)}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return fmt.Errorf("results consumer: %w", err)
-	}
-	var got uint64
-	for got < want {
-		n, done, err := r.batch(cons, int(min(fetchBatch, want-got)), fn, &got)
-		switch {
-		case errors.Is(err, ErrStop):
-			return nil
-		case err != nil:
-			return err
-		case done:
-			return nil
-		case n == 0:
-			return fmt.Errorf("results of %s: read %d of %d, then none came within %s", run, got, want, FetchWaitDefault)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// batch fetches and hands on up to size results, no more than are left
-// to read, so that the fetch need not wait out its expiry; done reports that the consumer
-// has caught up with the stream.
-func (r *Reader) batch(cons jetstream.Consumer, size int, fn ResultFunc, got *uint64) (n int, done bool, err error) {
-	msgs, err := cons.Fetch(size, jetstream.FetchMaxWait(FetchWaitDefault))
-	if err != nil {
-		return 0, false, fmt.Errorf("fetch results: %w", err)
-	}
-	for m := range msgs.Messages() {
-		n++
-		*got++
-		meta, merr := m.Metadata()
-		if merr != nil {
-			return n, false, fmt.Errorf("result metadata: %w", merr)
-		}
-		res, derr := schema.DecodeResult(m.Data())
-		if err = fn(meta.Sequence.Stream, meta.Timestamp, res, derr); err != nil {
-			for range msgs.Messages() { // drain the rest of the batch
-			}
-			return n, false, err
-		}
-		done = meta.NumPending == 0
-	}
-	if err := msgs.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return n, false, fmt.Errorf("fetch results: %w", err)
-	}
-	return n, done, nil
-}
-
-// count is the number of stored results of run.
-func (r *Reader) count(ctx context.Context, run string) (uint64, error) {
-	st, err := r.js.Stream(ctx, schema.ResultStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("results stream: %w", err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(run)))
-	if err != nil {
-		return 0, fmt.Errorf("results stream info: %w", err)
-	}
-	return info.State.Subjects[schema.ResultSubject(run)], nil
+	return broker.ReadResults(ctx, r.js, run, fn)
 }
 
 // JS is the reader's JetStream client, for the run's other state
