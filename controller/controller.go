@@ -178,7 +178,7 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		return err
 	}
 	c.cfg = cfg
-	c.fold = NewFold(cfg.Init, cfg.Pool, cfg.Replace)
+	c.fold = NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
 	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if k != nil {
 		c.created = c.record.Created

@@ -111,7 +111,7 @@ func (c *Controller) apply(m resultMsg) {
 		c.log.WithField("design", m.res.DesignID).Warn("ignoring a result for a design this run never published")
 		return
 	}
-	if c.fold.Apply(m.res) {
+	if c.fold.Apply(m.res, nil) == Counted {
 		c.logResult(m.res)
 		if c.cfg.Metrics != nil {
 			c.cfg.Metrics.Counted(m.res)

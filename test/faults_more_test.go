@@ -182,7 +182,7 @@ echo '{"fitness": 0.5}'`
 			t.Errorf("design %d: counted result %s (%s), want ok", seq, rs[0].Status, rs[0].Error)
 		}
 	}
-	f := fold(results, 4, 4, controller.ReplaceWorst)
+	f := fold(results, run, budget, 4, 4, controller.ReplaceWorst)
 	if f.Terminal() != budget || f.Count(schema.StatusLost) != 1 || len(seqs) != budget {
 		t.Errorf("replayed fold: %d terminal, %d lost, %d designs with results; want %d, 1, %d", f.Terminal(),
 			f.Count(schema.StatusLost), len(seqs), budget, budget)
@@ -423,7 +423,7 @@ func TestDuplicateResultsCountOnce(t *testing.T) {
 		t.Errorf("%d designs with two results, want 1 (the frozen worker's own result was not stored?)\nworker a:\n%s",
 			twice, tail(a.stderr.String(), 2000))
 	}
-	f := fold(results, 4, 4, controller.ReplaceWorst)
+	f := fold(results, run, budget, 4, 4, controller.ReplaceWorst)
 	if s.Evaluations != budget || f.Terminal() != budget || len(results) != budget+1 {
 		t.Errorf("summary %d evaluations, replayed fold %d terminal, %d results stored; want %d, %d, %d",
 			s.Evaluations, f.Terminal(), len(results), budget, budget, budget+1)

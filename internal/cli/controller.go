@@ -156,11 +156,18 @@ func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controlle
 		init = controller.InitDefault
 	}
 	cfg.SeedsFrom = c.fromRun
-	fold := controller.NewFold(1, init, controller.ReplaceWorst)
-	err := history.FromJS(s.js).Results(ctx, c.fromRun, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
-		if err == nil {
-			fold.Apply(r)
-		}
+	r := history.FromJS(s.js)
+	from, err := r.Pick(ctx, c.fromRun)
+	if err == nil && from.Err != nil {
+		err = fmt.Errorf("its record does not decode: %w", from.Err)
+	}
+	if err != nil {
+		return fmt.Errorf("--from-run %s: %w", c.fromRun, err)
+	}
+	// The earlier run's budget says which of its results count.
+	fold := controller.NewFold(controller.NewTally(from.ID, from.Budget), 1, init, controller.ReplaceWorst)
+	err = r.Results(ctx, c.fromRun, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
+		fold.Apply(res, err)
 		return nil
 	})
 	if err != nil {
