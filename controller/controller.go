@@ -47,7 +47,8 @@ type Controller struct {
 	firstPub   time.Time
 	lastResult time.Time
 	replayed   int  // results folded before this controller published
-	live       bool // replay is over: results beyond published are foreign
+	live       bool // replay is over: published is known
+	ahead      int  // counted results of seqs above published (see skipCounted)
 	idle       idleSince
 	lastAlarm  time.Time
 	limitsFor  int // live slots the consumer's limits were last checked for
