@@ -46,14 +46,14 @@ func BenchmarkTournament(b *testing.B) {
 
 // The fold of one result: dedupe, counts, statistics, pool.
 func BenchmarkFoldApply(b *testing.B) {
-	f, r := NewFold(20, 10, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
+	f, r := NewFold(NewTally("bench", 1<<30), 20, 10, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
 	seq := uint64(0)
 	for b.Loop() {
 		seq++
 		m := benchMember(seq, r.Float64())
 		f.Apply(&schema.Result{Run: "bench", DesignID: m.Design.ID, Design: m.Design, Status: schema.StatusOK,
-			Fitness: m.Fitness, Worker: "w", Slot: int(seq % 8), Attempt: 1, Start: start, Stop: start.Add(time.Second)})
+			Fitness: m.Fitness, Worker: "w", Slot: int(seq % 8), Attempt: 1, Start: start, Stop: start.Add(time.Second)}, nil)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
 )
 
 // A run that continues (a restarted controller, or --resume) is the same
@@ -218,7 +220,7 @@ func continueSeeds(rec *schema.Run, cfg *Config, k *Continuation) error {
 // Continue); for a new one, cfg. Either way with defaults applied and
 // validated. The continuation is nil for a new run.
 func Resolve(ctx context.Context, js jetstream.JetStream, cfg Config) (Config, *Continuation, error) {
-	rec, err := LoadRun(ctx, js, cfg.Run)
+	rec, err := LoadRun(ctx, js, cfg.Run, cfg.Logger)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -239,9 +241,29 @@ func resolve(rec *schema.Run, cfg Config, now func() time.Time) (Config, *Contin
 	return cfg.withDefaults(), k, nil
 }
 
+// ErrRecord means a run's record does not decode.
+var ErrRecord = errors.New("the run's record does not decode")
+
 // LoadRun reads run's record from the run bucket; nil, with no error,
-// when the run is new.
-func LoadRun(ctx context.Context, js jetstream.JetStream, run string) (*schema.Run, error) {
+// when the run is new. Like the controller's other first requests it is
+// retried for up to StartRetry: a JetStream cluster that is starting, or
+// electing leaders, leaves requests unanswered for a few seconds. log
+// gets a warning per failed attempt; nil discards them.
+func LoadRun(ctx context.Context, js jetstream.JetStream, run string, log logrus.FieldLogger) (*schema.Run, error) {
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	var rec *schema.Run
+	err := startRetry(ctx, log, "read the record of run "+run, func() (err error) {
+		rec, err = loadRun(ctx, js, run)
+		return err
+	})
+	return rec, err
+}
+
+func loadRun(ctx context.Context, js jetstream.JetStream, run string) (*schema.Run, error) {
 	kv, err := js.KeyValue(ctx, schema.RunBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
@@ -258,7 +280,7 @@ func LoadRun(ctx context.Context, js jetstream.JetStream, run string) (*schema.R
 	}
 	rec, err := schema.DecodeRun(e.Value())
 	if err != nil {
-		return nil, fmt.Errorf("the record of run %s does not decode (start a new run with another --run): %w", run, err)
+		return nil, fmt.Errorf("%w: run %s (start a new run with another --run): %v", ErrRecord, run, err)
 	}
 	return rec, nil
 }

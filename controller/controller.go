@@ -47,7 +47,8 @@ type Controller struct {
 	liveSince  time.Time // first publish, or end of replay if designs were already out
 	lastResult time.Time
 	replayed   int  // results folded during replay, before liveSince
-	live       bool // replay is over: results beyond published are foreign
+	live       bool // replay is over: published is known
+	ahead      int  // counted results of seqs above published (see skipCounted)
 	idle       idleSince
 	lastAlarm  time.Time
 	limitsFor  int // live slots the consumer's limits were last checked for
@@ -178,11 +179,8 @@ func (c *Controller) declare(ctx context.Context) error {
 // declareRun resolves the settings against the run's record, records the
 // run and declares its consumer.
 func (c *Controller) declareRun(ctx context.Context) error {
-	err := startRetry(ctx, c.log, "read the run's record", func() (err error) {
-		c.record, err = LoadRun(ctx, c.js, c.cfg.Run)
-		return err
-	})
-	if err != nil {
+	var err error
+	if c.record, err = LoadRun(ctx, c.js, c.cfg.Run, c.log); err != nil {
 		return err
 	}
 	cfg, k, err := resolve(c.record, c.cfg, time.Now)
@@ -190,7 +188,7 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		return err
 	}
 	c.cfg = cfg
-	c.fold = NewFold(cfg.Init, cfg.Pool, cfg.Replace)
+	c.fold = NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
 	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if k != nil {
 		c.created = c.record.Created
@@ -237,7 +235,9 @@ const StartRetry = time.Minute
 func startRetry(ctx context.Context, log logrus.FieldLogger, what string, op func() error) error {
 	b := backoff(log, what)
 	b.Limit = StartRetry
-	b.Permanent = func(err error) bool { return broker.StoreFull(err) || errors.Is(err, broker.ErrReplicas) }
+	b.Permanent = func(err error) bool {
+		return broker.StoreFull(err) || errors.Is(err, broker.ErrReplicas) || errors.Is(err, ErrRecord)
+	}
 	err := broker.Retry(ctx, b, op)
 	var re *broker.RetryError
 	switch {

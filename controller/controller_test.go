@@ -217,9 +217,9 @@ func (bu *bundle) waitFor(t *testing.T, what string, cond func() bool) {
 // replay folds results as a restarted controller would.
 func replay(results []*schema.Result, cfg Config) *Fold {
 	cfg = cfg.withDefaults()
-	f := NewFold(cfg.Init, cfg.Pool, cfg.Replace)
+	f := NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
 	for _, r := range results {
-		f.Apply(r)
+		f.Apply(r, nil)
 	}
 	return f
 }
@@ -661,7 +661,7 @@ func resolveNew(t *testing.T, c *Controller) {
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
-	c.cfg, c.fold = cfg, NewFold(cfg.Init, cfg.Pool, cfg.Replace)
+	c.cfg, c.fold = cfg, NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
 }
 
 // TestNewDesign checks that a design's content follows from the seed, its
@@ -700,7 +700,7 @@ func TestNewDesign(t *testing.T) {
 	for seq := uint64(1); seq <= 3; seq++ {
 		d := a.newDesign(seq)
 		a.fold.Apply(&schema.Result{Run: "t", DesignID: d.ID, Design: *d, Status: schema.StatusOK,
-			Fitness: float64(seq), Worker: "w", Attempt: 1, Start: epoch, Stop: epoch})
+			Fitness: float64(seq), Worker: "w", Attempt: 1, Start: epoch, Stop: epoch}, nil)
 	}
 	m := a.newDesign(4)
 	if m.Origin != schema.OriginMutant || len(m.Parents) != 1 || m.Validate() != nil {
@@ -725,7 +725,7 @@ func TestNewDesignParentOutsideSpace(t *testing.T) {
 	d := schema.Design{V: 1, Run: "t", ID: "t-1", Seq: 1, Genome: map[string]any{"colour": "blue"},
 		Origin: schema.OriginSeed, Created: epoch}
 	c.fold.Apply(&schema.Result{Run: "t", DesignID: d.ID, Design: d, Status: schema.StatusOK, Fitness: 1,
-		Worker: "w", Attempt: 1, Start: epoch, Stop: epoch})
+		Worker: "w", Attempt: 1, Start: epoch, Stop: epoch}, nil)
 	got := c.newDesign(2)
 	if got.Origin != schema.OriginRandom || got.Parents != nil {
 		t.Errorf("design 2 = %s with parents %v, want a random design", got.Origin, got.Parents)
@@ -868,7 +868,7 @@ func TestSummary(t *testing.T) {
 		if e.status == schema.StatusLost {
 			r.Worker, r.Start, r.Stop = "", time.Time{}, time.Time{}
 		}
-		c.fold.Apply(r)
+		c.fold.Apply(r, nil)
 	}
 	s := c.Summary()
 	want := Summary{Run: "t", Evaluations: 5, OK: 3, Infeasible: 1, Lost: 1, BestID: "t-4",

@@ -6,43 +6,45 @@ import (
 
 // Fold is the controller's state as a pure fold over the results stream:
 // replaying the same results in the same order rebuilds the same pool,
-// counts and statistics. A design counts once, however many results it has.
+// counts and statistics. Which results count is its Tally's to say; a
+// design counts once, however many results it has.
 type Fold struct {
+	tally    *Tally
 	init     int
 	pool     *Pool
-	done     doneSet
 	counts   map[schema.Status]int
-	terminal int
 	maxSeq   uint64
 	best     *Member
 	bestRand *Member // best of the designs of random origin
 	stats    *Stats
 }
 
-// NewFold returns an empty fold; init is the number of initial random
-// designs, pool and replace configure the pool.
-func NewFold(init, pool int, replace Replace) *Fold {
+// NewFold returns an empty fold that counts the results t counts; t is
+// new and the fold's own, since judging a result records it. init is the
+// number of initial random designs, pool and replace configure the pool.
+func NewFold(t *Tally, init, pool int, replace Replace) *Fold {
 	return &Fold{
+		tally:  t,
 		init:   init,
 		pool:   NewPool(pool, replace),
-		done:   doneSet{above: map[uint64]struct{}{}},
 		counts: map[schema.Status]int{},
 		stats:  NewStats(),
 	}
 }
 
-// Apply folds one result in. It returns false, changing nothing, for a
-// result whose design already has a terminal result.
-func (f *Fold) Apply(r *schema.Result) bool {
-	if !f.done.add(r.Design.Seq) {
-		return false
+// Apply judges the next stored result in stream order, as
+// schema.DecodeResult returned it, and folds it in when it counts. Any
+// other verdict leaves the fold as it was.
+func (f *Fold) Apply(r *schema.Result, err error) Verdict {
+	v := f.tally.Judge(r, err)
+	if v != Counted {
+		return v
 	}
-	f.terminal++
 	f.counts[r.Status]++
 	f.maxSeq = max(f.maxSeq, r.Design.Seq)
 	f.stats.Add(r)
 	if r.Status != schema.StatusOK {
-		return true
+		return v
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
 	f.pool.Add(m)
@@ -52,20 +54,23 @@ func (f *Fold) Apply(r *schema.Result) bool {
 	if r.Design.Origin == schema.OriginRandom && (f.bestRand == nil || m.Fitness > f.bestRand.Fitness) {
 		f.bestRand = &m
 	}
-	return true
+	return v
 }
 
 // Terminal is the number of designs with a terminal result.
-func (f *Fold) Terminal() int { return f.terminal }
+func (f *Fold) Terminal() int { return f.tally.Counted() }
 
 // Count is the number of designs that ended with status s.
 func (f *Fold) Count(s schema.Status) int { return f.counts[s] }
 
-// MaxSeq is the highest design sequence number seen in a result.
+// MaxSeq is the highest design sequence number with a counted result.
 func (f *Fold) MaxSeq() uint64 { return f.maxSeq }
 
 // Has reports whether design seq has a terminal result.
-func (f *Fold) Has(seq uint64) bool { return f.done.has(seq) }
+func (f *Fold) Has(seq uint64) bool { return f.tally.Has(seq) }
+
+// Tally is the rule the fold counts results by.
+func (f *Fold) Tally() *Tally { return f.tally }
 
 // Pool is the current pool.
 func (f *Fold) Pool() *Pool { return f.pool }
@@ -82,34 +87,4 @@ func (f *Fold) Stats() *Stats { return f.stats }
 // Random reports whether the next design should be random rather than a
 // mutant: until init designs have a terminal result, and while the pool
 // is empty.
-func (f *Fold) Random() bool { return f.terminal < f.init || f.pool.Len() == 0 }
-
-// doneSet remembers which design sequence numbers are done in memory
-// proportional to the designs in flight, not to the history: every seq up
-// to low is done, plus those in above.
-type doneSet struct {
-	low   uint64
-	above map[uint64]struct{}
-}
-
-func (d *doneSet) has(seq uint64) bool {
-	if seq <= d.low {
-		return true
-	}
-	_, ok := d.above[seq]
-	return ok
-}
-
-func (d *doneSet) add(seq uint64) bool {
-	if d.has(seq) {
-		return false
-	}
-	d.above[seq] = struct{}{}
-	for {
-		if _, ok := d.above[d.low+1]; !ok {
-			return true
-		}
-		delete(d.above, d.low+1)
-		d.low++
-	}
-}
+func (f *Fold) Random() bool { return f.Terminal() < f.init || f.pool.Len() == 0 }

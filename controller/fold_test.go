@@ -29,6 +29,11 @@ func result(seq uint64, status schema.Status, fitness float64) *schema.Result {
 	return r
 }
 
+// testFold is a fold of run "t" with a budget no test reaches.
+func testFold(init, pool int, replace Replace) *Fold {
+	return NewFold(NewTally("t", 1<<30), init, pool, replace)
+}
+
 func mutant(r *schema.Result) *schema.Result {
 	r.Design.Origin, r.Design.Parents = schema.OriginMutant, []string{"t-1"}
 	return r
@@ -57,12 +62,12 @@ func TestFoldDedupe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := NewFold(5, 5, ReplaceWorst)
-			if !f.Apply(first) {
+			f := testFold(5, 5, ReplaceWorst)
+			if f.Apply(first, nil) != Counted {
 				t.Fatal("first result not applied")
 			}
 			digest := f.Pool().Digest()
-			if f.Apply(tt.dup) {
+			if f.Apply(tt.dup, nil) != Duplicate {
 				t.Error("duplicate result applied")
 			}
 			if f.Terminal() != 1 || f.Count(schema.StatusOK) != 1 || f.Count(tt.dup.Status) != btoi(tt.dup.Status == schema.StatusOK) {
@@ -91,13 +96,13 @@ func btoi(b bool) int {
 
 func TestFoldCounts(t *testing.T) {
 	t.Parallel()
-	f := NewFold(3, 2, ReplaceWorst)
+	f := testFold(3, 2, ReplaceWorst)
 	statuses := []schema.Status{
 		schema.StatusOK, schema.StatusInfeasible, schema.StatusOK, schema.StatusError,
 		schema.StatusTimeout, schema.StatusLost, schema.StatusOK, schema.StatusInfeasible, schema.StatusLost,
 	}
 	for i, s := range statuses {
-		f.Apply(result(uint64(i+1), s, float64(i)))
+		f.Apply(result(uint64(i+1), s, float64(i)), nil)
 	}
 	want := map[schema.Status]int{schema.StatusOK: 3, schema.StatusInfeasible: 2, schema.StatusError: 1,
 		schema.StatusTimeout: 1, schema.StatusLost: 2}
@@ -145,12 +150,12 @@ func TestFoldRandom(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := NewFold(tt.init, tt.init, ReplaceWorst)
+			f := testFold(tt.init, tt.init, ReplaceWorst)
 			if !f.Random() {
 				t.Fatal("an empty fold is not random")
 			}
 			for i, s := range tt.steps {
-				f.Apply(result(uint64(i+1), s.status, 1))
+				f.Apply(result(uint64(i+1), s.status, 1), nil)
 				if got := f.Random(); got != s.want {
 					t.Fatalf("after %d results (last %s), Random() = %v, want %v", i+1, s.status, got, s.want)
 				}
@@ -161,18 +166,18 @@ func TestFoldRandom(t *testing.T) {
 
 func TestFoldBest(t *testing.T) {
 	t.Parallel()
-	f := NewFold(3, 2, ReplaceOldest)
+	f := testFold(3, 2, ReplaceOldest)
 	if f.Best() != nil || f.BestRandom() != nil {
 		t.Fatal("best of an empty fold is not nil")
 	}
-	f.Apply(result(1, schema.StatusOK, 0.3))
-	f.Apply(result(2, schema.StatusOK, 0.6))
-	f.Apply(result(3, schema.StatusOK, 0.6)) // a tie: the first stays best
-	f.Apply(result(4, schema.StatusInfeasible, 0))
-	f.Apply(mutant(result(5, schema.StatusOK, 0.9)))
-	f.Apply(mutant(result(6, schema.StatusOK, 0.1)))
-	f.Apply(mutant(result(7, schema.StatusOK, 0.2)))
-	f.Apply(mutant(result(8, schema.StatusError, 0)))
+	f.Apply(result(1, schema.StatusOK, 0.3), nil)
+	f.Apply(result(2, schema.StatusOK, 0.6), nil)
+	f.Apply(result(3, schema.StatusOK, 0.6), nil) // a tie: the first stays best
+	f.Apply(result(4, schema.StatusInfeasible, 0), nil)
+	f.Apply(mutant(result(5, schema.StatusOK, 0.9)), nil)
+	f.Apply(mutant(result(6, schema.StatusOK, 0.1)), nil)
+	f.Apply(mutant(result(7, schema.StatusOK, 0.2)), nil)
+	f.Apply(mutant(result(8, schema.StatusError, 0)), nil)
 	if b := f.Best(); b == nil || b.Design.ID != "t-5" || b.Fitness != 0.9 {
 		t.Errorf("Best = %+v, want t-5 at 0.9", b)
 	}
@@ -192,10 +197,10 @@ func TestFoldBest(t *testing.T) {
 // search may maximise a negative loss.
 func TestFoldBestNegative(t *testing.T) {
 	t.Parallel()
-	f := NewFold(2, 2, ReplaceWorst)
-	f.Apply(result(1, schema.StatusOK, -5))
-	f.Apply(result(2, schema.StatusOK, -2))
-	f.Apply(result(3, schema.StatusOK, -9))
+	f := testFold(2, 2, ReplaceWorst)
+	f.Apply(result(1, schema.StatusOK, -5), nil)
+	f.Apply(result(2, schema.StatusOK, -2), nil)
+	f.Apply(result(3, schema.StatusOK, -9), nil)
 	if b := f.Best(); b == nil || b.Fitness != -2 {
 		t.Errorf("Best = %+v, want -2", b)
 	}
@@ -218,25 +223,25 @@ func windowed(n, w int, r *rand.Rand) []uint64 {
 func TestDoneSetMemory(t *testing.T) {
 	t.Parallel()
 	const n, w = 100000, 64
-	f := NewFold(10, 10, ReplaceWorst)
+	f := testFold(10, 10, ReplaceWorst)
 	seqs := windowed(n, w, rand.New(rand.NewPCG(11, 12)))
 	maxAbove := 0
 	for i, seq := range seqs {
 		r := result(seq, schema.StatusOK, float64(seq%1000))
 		r.Start, r.Stop = time.Time{}, time.Time{} // no timing: only the done set is measured
-		if !f.Apply(r) {
+		if f.Apply(r, nil) != Counted {
 			t.Fatalf("result %d (seq %d) not applied", i, seq)
 		}
-		maxAbove = max(maxAbove, len(f.done.above))
-		if i%997 == 0 && f.Apply(r) {
+		maxAbove = max(maxAbove, len(f.tally.done.above))
+		if i%997 == 0 && f.Apply(r, nil) != Duplicate {
 			t.Fatalf("seq %d applied twice", seq)
 		}
 	}
 	if maxAbove >= w {
 		t.Errorf("done set held %d seqs above its floor, want < %d (the window)", maxAbove, w)
 	}
-	if len(f.done.above) != 0 || f.done.low != n {
-		t.Errorf("after every seq: %d above, low %d; want 0 above, low %d", len(f.done.above), f.done.low, n)
+	if len(f.tally.done.above) != 0 || f.tally.done.low != n {
+		t.Errorf("after every seq: %d above, low %d; want 0 above, low %d", len(f.tally.done.above), f.tally.done.low, n)
 	}
 	if f.Terminal() != n || f.MaxSeq() != n {
 		t.Errorf("terminal %d, max seq %d; want %d", f.Terminal(), f.MaxSeq(), n)
@@ -325,9 +330,9 @@ func TestFoldReplay(t *testing.T) {
 			t.Parallel()
 			h := history(2000, 42)
 			fold := func() *Fold {
-				f := NewFold(20, 10, tt.replace)
+				f := testFold(20, 10, tt.replace)
 				for _, r := range h {
-					f.Apply(r)
+					f.Apply(r, nil)
 				}
 				return f
 			}
@@ -354,9 +359,9 @@ func TestFoldReplay(t *testing.T) {
 				t.Error("replayed statistics differ")
 			}
 			// A different order of the same results gives a different pool.
-			c := NewFold(20, 10, tt.replace)
+			c := testFold(20, 10, tt.replace)
 			for i := len(h) - 1; i >= 0; i-- {
-				c.Apply(h[i])
+				c.Apply(h[i], nil)
 			}
 			if c.Pool().Digest() == a.Pool().Digest() {
 				t.Error("reversed history gave the same pool digest")

@@ -19,6 +19,20 @@ import (
 // sequence after every design already published. The queue is read first:
 // a design that leaves it afterwards had its result stored before its ack,
 // so the fold, read to its end later, has it.
+//
+// Designs are stored on the queue in seq order, so every design up to the
+// last one queued was published. Above it, a seq with a counted result is
+// done: its design was published and evaluated, or a result stored before
+// it was published took it (see Tally), and either way it is not
+// published again. The first seq above without a counted result is the
+// next to publish, and not the highest counted seq plus one: a result
+// stored ahead of the designs published would otherwise leave the seqs
+// between it and them unpublished, and the run short of its budget for
+// ever. (A design stored out of order, its publish retried after later
+// ones were stored, can lie above the last one queued with no result yet;
+// publishing it again is dropped by its Nats-Msg-Id within the stream's
+// duplicate window, and after it the design is evaluated twice and counts
+// once.)
 func (c *Controller) replay(ctx context.Context) error {
 	var last uint64
 	err := startRetry(ctx, c.log, "read the work queue", func() (err error) {
@@ -35,10 +49,12 @@ func (c *Controller) replay(ctx context.Context) error {
 	if err := c.foldExisting(ctx); err != nil {
 		return err
 	}
-	c.published = max(c.fold.MaxSeq(), last)
+	c.published = last
+	c.ahead = c.fold.Terminal() - c.fold.Tally().CountedUpTo(last)
+	c.skipCounted()
 	c.replayed = c.fold.Terminal()
 	c.live = true
-	if c.published > 0 {
+	if c.published > 0 || c.replayed > 0 {
 		// Designs already out bring results before this controller
 		// publishes anything, and may be all the budget it has left: its
 		// clock starts now, or its summary would have no wall time and no
@@ -103,7 +119,8 @@ func (c *Controller) apply(m resultMsg) {
 	if !c.current(m) {
 		return
 	}
-	if m.err != nil {
+	v := c.fold.Apply(m.res, m.err)
+	if v == Malformed {
 		f := logrus.Fields{"stream_seq": m.seq}
 		if m.res != nil {
 			f["design"] = m.res.DesignID
@@ -112,11 +129,18 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	c.lastResult = c.cfg.Now()
-	if c.live && m.res.Design.Seq > c.published {
-		c.log.WithField("design", m.res.DesignID).Warn("ignoring a result for a design this run never published")
-		return
-	}
-	if c.fold.Apply(m.res) {
+	switch v {
+	case Foreign:
+		c.log.WithFields(logrus.Fields{"design": m.res.DesignID, "stream_seq": m.seq}).
+			Warn("ignoring a result for a design that is not this run's or lies beyond its budget")
+	case Counted:
+		if m.res.Design.Seq > c.published {
+			c.ahead++
+			if c.live {
+				c.log.WithFields(logrus.Fields{"design": m.res.DesignID, "worker": m.res.Worker}).
+					Warn("a result came for a design not yet published; it counts, and that design will not be published")
+			}
+		}
 		c.logResult(m.res)
 		if c.cfg.Metrics != nil {
 			c.cfg.Metrics.Counted(m.res)
@@ -208,7 +232,16 @@ func (c *Controller) drainResults() {
 }
 
 // InFlight is the number of published designs without a terminal result.
-func (c *Controller) InFlight() int { return int(c.published) - c.fold.Terminal() }
+func (c *Controller) InFlight() int { return int(c.published) - (c.fold.Terminal() - c.ahead) }
+
+// skipCounted moves published past the seqs just above it that already
+// have a counted result: their designs are done without being published.
+func (c *Controller) skipCounted() {
+	for int(c.published) < c.cfg.Budget && c.fold.Has(c.published+1) {
+		c.published++
+		c.ahead--
+	}
+}
 
 // target is the number of designs to keep in flight: the live slots plus
 // a margin derived from them.
@@ -222,23 +255,28 @@ func (c *Controller) target() int {
 }
 
 // topUp publishes designs until target designs are in flight or the whole
-// budget is published.
+// budget is published, skipping the seqs that already have a counted
+// result.
 func (c *Controller) topUp(ctx context.Context) error {
-	n := min(c.target()-c.InFlight(), c.cfg.Budget-int(c.published))
-	if n <= 0 {
-		return nil
+	c.skipCounted()
+	// The seqs above published still to publish are those without a
+	// counted result, so the batch never reaches past the budget.
+	if n := min(c.target()-c.InFlight(), c.cfg.Budget-int(c.published)-c.ahead); n > 0 {
+		// published moves on as the batch is made; a batch that cannot be
+		// published ends the run.
+		batch := make([]*schema.Design, n)
+		for i := range batch {
+			c.published++
+			batch[i] = c.newDesign(c.published)
+			c.skipCounted()
+		}
+		if err := c.publish(ctx, batch); err != nil {
+			return err
+		}
+		if c.liveSince.IsZero() {
+			c.liveSince = c.cfg.Now()
+		}
 	}
-	batch := make([]*schema.Design, n)
-	for i := range batch {
-		batch[i] = c.newDesign(c.published + uint64(i) + 1)
-	}
-	if err := c.publish(ctx, batch); err != nil {
-		return err
-	}
-	if c.liveSince.IsZero() {
-		c.liveSince = c.cfg.Now()
-	}
-	c.published += uint64(n)
 	if int(c.published) == c.cfg.Budget && c.phase != schema.PhaseDraining {
 		c.log.WithField("in_flight", c.InFlight()).Info("whole budget published; draining")
 		return c.setPhase(ctx, schema.PhaseDraining)

@@ -26,9 +26,28 @@ func (bu *bundle) storeResult(t *testing.T, run string, seq uint64, status schem
 	}
 }
 
+// record stores run's record with budget, as its controller would.
+func (bu *bundle) record(t *testing.T, run string, budget int) {
+	t.Helper()
+	kv, err := bu.js.KeyValue(bu.ctx, schema.RunBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := schema.EncodeRun(&schema.Run{Run: run, Phase: schema.PhaseDone, Budget: budget, Created: epoch, Updated: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(bu.ctx, run, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSeedsFrom(t *testing.T) {
 	t.Parallel()
 	bu := setup(t)
+	for _, run := range []string{"old", "alien", "failed"} {
+		bu.record(t, run, 10)
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	fitness := []float64{0.5, 0.9, 0.1, 0.7, 0.3, 0.8, 0.2, 0.6} // designs 1..8, ok
 	genomes := map[uint64]map[string]any{}

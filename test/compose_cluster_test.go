@@ -102,7 +102,7 @@ func TestComposeClusterFailover(t *testing.T) {
 
 	results := clusterResults(t, js, s.Run)
 	checkDesigns(t, results, clusterBudget)
-	f := fold(results, clusterInit, clusterPool, controller.ReplaceWorst)
+	f := fold(results, s.Run, clusterBudget, clusterInit, clusterPool, controller.ReplaceWorst)
 	if f.Terminal() != clusterBudget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("stored results: %d designs with a terminal result, pool digest %s; want %d, %s (the controller's)",
 			f.Terminal(), f.Pool().Digest(), clusterBudget, s.PoolDigest)

@@ -187,7 +187,7 @@ func (c *compose) checkStore(t *testing.T, s *controller.Summary) {
 	}
 	results := readResults(t, dir, s.Run)
 	checkDesigns(t, results, composeBudget)
-	if f := fold(results, 40, 20, controller.ReplaceWorst); f.Terminal() != composeBudget || f.Pool().Digest() != s.PoolDigest {
+	if f := fold(results, s.Run, composeBudget, 40, 20, controller.ReplaceWorst); f.Terminal() != composeBudget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("store: %d designs with a terminal result, pool digest %s; want %d, %s (the controller's)",
 			f.Terminal(), f.Pool().Digest(), composeBudget, s.PoolDigest)
 	}

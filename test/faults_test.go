@@ -259,7 +259,7 @@ func TestDuplicateResultsCountOnce(t *testing.T) {
 		t.Errorf("%d designs with two results, want 1 (the frozen worker's own result was not stored?)\nworker a:\n%s",
 			twice, tail(a.stderr.String(), 2000))
 	}
-	f := fold(results, 4, 4, controller.ReplaceWorst)
+	f := fold(results, run, budget, 4, 4, controller.ReplaceWorst)
 	if s.Evaluations != budget || f.Terminal() != budget || len(results) != budget+1 {
 		t.Errorf("summary %d evaluations, replayed fold %d terminal, %d results stored; want %d, %d, %d",
 			s.Evaluations, f.Terminal(), len(results), budget, budget, budget+1)

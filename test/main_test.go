@@ -153,11 +153,12 @@ func subjectCount(t *testing.T, js jetstream.JetStream, run string) int {
 	return int(info.State.Subjects[schema.ResultSubject(run)])
 }
 
-// fold replays results into a fresh fold.
-func fold(results []*schema.Result, init, pool int, replace controller.Replace) *controller.Fold {
-	f := controller.NewFold(init, pool, replace)
+// fold replays results into a fresh fold, counting them as the controller
+// of run with budget does.
+func fold(results []*schema.Result, run string, budget, init, pool int, replace controller.Replace) *controller.Fold {
+	f := controller.NewFold(controller.NewTally(run, budget), init, pool, replace)
 	for _, r := range results {
-		f.Apply(r)
+		f.Apply(r, nil)
 	}
 	return f
 }

@@ -166,7 +166,7 @@ func TestReplacePolicies(t *testing.T) {
 			s, dir := runJSON(t, 2*time.Minute, "--evaluator", "sim", "--sim-mean", "0.005", "--sim-fail", "0.2",
 				"--slots", "4", "--init", "10", "--pool", "5", "--budget", "150", "--replace", string(tc.replace), "--run", run)
 			results := readResults(t, dir, run)
-			f := fold(results, 10, 5, tc.replace)
+			f := fold(results, run, 150, 10, 5, tc.replace)
 			if f.Terminal() != 150 || f.Pool().Digest() != s.PoolDigest {
 				t.Fatalf("replay: %d results, digest %s; live run: 150, %s", f.Terminal(), f.Pool().Digest(), s.PoolDigest)
 			}

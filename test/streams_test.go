@@ -36,7 +36,7 @@ func verifyRun(t *testing.T, dir, run string, budget int, replace controller.Rep
 	results := readResults(t, dir, run)
 	v := verdict{results: len(results)}
 	checkDesigns(t, results, budget)
-	f := fold(results, init, pool, replace)
+	f := fold(results, run, budget, init, pool, replace)
 	v.terminal = f.Terminal()
 	v.duplicates = len(results) - f.Terminal()
 	if f.Terminal() != budget {
@@ -46,7 +46,7 @@ func verifyRun(t *testing.T, dir, run string, budget int, replace controller.Rep
 	if v.designsStored != uint64(budget) {
 		t.Errorf("the design queue stored %d designs, want %d: a design was published twice or skipped", v.designsStored, budget)
 	}
-	v.digests = checkDigests(t, results, logs, init, pool, replace)
+	v.digests = checkDigests(t, results, logs, run, budget, init, pool, replace)
 	return v
 }
 
@@ -93,7 +93,7 @@ var digestLine = regexp.MustCompile(`(?:evaluations|results)=(\d+)[^\n]*pool_dig
 // checkDigests replays the results and checks every (count, digest) pair
 // the controllers logged: the live pool at each point, before every kill
 // and after every restart, equals the pool rebuilt from the stream.
-func checkDigests(t *testing.T, results []*schema.Result, logs string, init, pool int, replace controller.Replace) int {
+func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budget, init, pool int, replace controller.Replace) int {
 	t.Helper()
 	want := map[int]map[string]bool{}
 	for _, m := range digestLine.FindAllStringSubmatch(logs, -1) {
@@ -107,7 +107,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs string, init, poo
 		}
 		want[k][d] = true
 	}
-	f := controller.NewFold(init, pool, replace)
+	f := controller.NewFold(controller.NewTally(run, budget), init, pool, replace)
 	checked := 0
 	check := func() {
 		for d := range want[f.Terminal()] {
@@ -120,7 +120,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs string, init, poo
 	}
 	check()
 	for _, r := range results {
-		if f.Apply(r) {
+		if f.Apply(r, nil) == controller.Counted {
 			check()
 		}
 	}

@@ -118,7 +118,7 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 	if c.fromRun != "" && c.fromRun == cfg.Run {
 		return usageErr("--from-run %s is the run itself; use --resume to continue it", c.fromRun)
 	}
-	rec, err := controller.LoadRun(ctx, s.js, cfg.Run)
+	rec, err := controller.LoadRun(ctx, s.js, cfg.Run, log)
 	if err != nil {
 		return err
 	}

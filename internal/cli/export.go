@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
@@ -82,18 +83,19 @@ func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history
 
 // exportCmd writes one row per stored result of a run.
 type exportCmd struct {
-	env          Env
-	src          sourceFlags
-	format, out  string
-	warned       int
-	rows, counts int
+	env         Env
+	src         sourceFlags
+	format, out string
+	warned      int
+	verdicts    map[controller.Verdict]int
 }
 
-// exportRow is one stored result.
+// exportRow is one stored result that decoded, with controller.Tally's
+// verdict on it.
 type exportRow struct {
 	seq     uint64
 	res     *schema.Result
-	counted bool
+	verdict controller.Verdict
 }
 
 func (c *exportCmd) Run(ctx context.Context, args []string) error {
@@ -112,35 +114,34 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
-	rows, err := c.read(ctx, r, ri.ID)
+	rows, err := c.read(ctx, r, ri)
 	if err != nil {
 		return err
 	}
 	if err := c.write(ri.Run, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted, %d malformed results skipped\n",
-		ri.ID, len(rows), c.counts, c.warned)
+	v := c.verdicts
+	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted (%d duplicate and %d foreign results not counted), %d malformed results skipped\n",
+		ri.ID, len(rows), v[controller.Counted], v[controller.Duplicate], v[controller.Foreign], c.warned)
 	return nil
 }
 
-// read collects the run's results; a malformed one is skipped with a
-// warning.
-func (c *exportCmd) read(ctx context.Context, r *history.Reader, run string) ([]exportRow, error) {
+// read collects the run's results, each with its verdict; a malformed one
+// has nothing to write and is skipped with a warning.
+func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunInfo) ([]exportRow, error) {
 	var rows []exportRow
-	seen := map[uint64]bool{}
-	err := r.Results(ctx, run, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
-		if err != nil {
+	tally := controller.NewTally(ri.ID, ri.Budget)
+	c.verdicts = map[controller.Verdict]int{}
+	err := r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
+		v := tally.Judge(res, err)
+		c.verdicts[v]++
+		if v == controller.Malformed {
 			c.warned++
 			fmt.Fprintf(c.env.Stderr, "evoq export: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
 			return nil
 		}
-		row := exportRow{seq: seq, res: res, counted: !seen[res.Design.Seq]}
-		seen[res.Design.Seq] = true
-		if row.counted {
-			c.counts++
-		}
-		rows = append(rows, row)
+		rows = append(rows, exportRow{seq: seq, res: res, verdict: v})
 		return nil
 	})
 	return rows, err
@@ -178,7 +179,7 @@ func (c *exportCmd) write(run *schema.Run, rows []exportRow) error {
 }
 
 // fixedColumns are the export's columns before the parameters.
-var fixedColumns = []string{"seq", "design_id", "counted", "status", "fitness", "attempt", "worker", "host",
+var fixedColumns = []string{"seq", "design_id", "counted", "verdict", "status", "fitness", "attempt", "worker", "host",
 	"slot", "gpu", "start", "stop", "duration_s", "origin", "parents", "error"}
 
 func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
@@ -234,7 +235,7 @@ func fixedValues(row exportRow) []string {
 	if f := exportFitness(r); f != nil {
 		fitness = strconv.FormatFloat(*f, 'g', -1, 64)
 	}
-	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.counted), string(r.Status),
+	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.verdict == controller.Counted), row.verdict.String(), string(r.Status),
 		fitness, strconv.Itoa(r.Attempt), r.Worker, r.Host,
 		strconv.Itoa(r.Slot), r.GPU, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
 		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error}
@@ -305,20 +306,21 @@ func cell(v any) string {
 }
 
 // jsonlRow is one line of the JSON lines export: the result with its
-// stream sequence and whether it counted. Its Fitness, shallower than the
-// result's own, replaces it in the output.
+// stream sequence, whether it counted and the verdict. Its Fitness,
+// shallower than the result's own, replaces it in the output.
 type jsonlRow struct {
 	Seq     uint64   `json:"seq"`
 	Counted bool     `json:"counted"`
+	Verdict string   `json:"verdict"`
 	Fitness *float64 `json:"fitness"`
 	*schema.Result
 }
 
-// writeJSONL writes each result as JSON with its stream sequence and
-// whether it counted.
+// writeJSONL writes each result as JSON with its stream sequence, whether
+// it counted and the verdict.
 func writeJSONL(w io.Writer, rows []exportRow) error {
 	for _, row := range rows {
-		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.counted, Fitness: exportFitness(row.res), Result: row.res})
+		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == controller.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Result: row.res})
 		if err != nil {
 			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
 		}

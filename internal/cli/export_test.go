@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -24,7 +25,7 @@ func exportRows() []exportRow {
 		if st == schema.StatusOK {
 			r.Fitness = -2.5
 		}
-		rows = append(rows, exportRow{seq: seq, res: r, counted: true})
+		rows = append(rows, exportRow{seq: seq, res: r, verdict: controller.Counted})
 	}
 	return rows
 }

@@ -60,6 +60,7 @@ type replayReport struct {
 	Missing     []uint64       `json:"missing"`   // design seqs below the highest without a result
 	InFlight    bool           `json:"in_flight"` // missing ones may still be evaluating
 	Malformed   []uint64       `json:"malformed"` // stream sequences that did not decode
+	Foreign     []uint64       `json:"foreign"`   // stream sequences of results for designs not the run's: not counted, no integrity problem
 	OutOfOrder  []uint64       `json:"out_of_order"`
 	PoolDigest  string         `json:"pool_digest"`
 	Pool        []replayMember `json:"pool"`
@@ -94,7 +95,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
-		Counts: map[string]int{}, fold: controller.NewFold(c.init, c.pool, replace)}
+		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget), c.init, c.pool, replace)}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
 		return err
 	}
@@ -180,12 +181,13 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 		rep.OutOfOrder = append(rep.OutOfOrder, seq)
 	}
 	rep.LastSeq, rep.LastTime = seq, &t
-	if err != nil {
+	switch rep.fold.Apply(res, err) {
+	case controller.Malformed:
 		rep.Malformed = append(rep.Malformed, seq)
-		return nil
-	}
-	if !rep.fold.Apply(res) {
+	case controller.Duplicate:
 		rep.Duplicates++
+	case controller.Foreign:
+		rep.Foreign = append(rep.Foreign, seq)
 	}
 	return nil
 }
@@ -230,7 +232,7 @@ func (rep *replayReport) verdict() {
 	if rep.Problems == nil {
 		rep.Problems = []string{}
 	}
-	for _, p := range []*[]uint64{&rep.Missing, &rep.Malformed, &rep.OutOfOrder} {
+	for _, p := range []*[]uint64{&rep.Missing, &rep.Malformed, &rep.OutOfOrder, &rep.Foreign} {
 		if *p == nil {
 			*p = []uint64{}
 		}
@@ -267,8 +269,11 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		upTo = fmt.Sprintf("up to stream sequence %d (%s)", rep.LastSeq, rep.LastTime.UTC().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(w, "run %s (%s, budget %d): %d results read, %s\n", rep.Run, rep.Phase, rep.Budget, rep.Results, upTo)
-	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d duplicate results not counted\n",
-		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Duplicates)
+	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d duplicate and %d foreign results not counted\n",
+		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Duplicates, len(rep.Foreign))
+	if len(rep.Foreign) > 0 {
+		fmt.Fprintf(w, "foreign results (designs not the run's, or beyond its budget) at stream sequences %s\n", seqList(rep.Foreign))
+	}
 	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
 	for _, m := range rep.Pool {
 		g, _ := json.Marshal(m.Genome)

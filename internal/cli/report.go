@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/schema"
 )
@@ -44,25 +45,9 @@ func (c *reportCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
-	in := report.Input{RunID: ri.ID, Run: ri.Run, Generated: time.Now(), Top: c.top}
-	err = r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
-		if err != nil {
-			in.Malformed++
-			fmt.Fprintf(c.env.Stderr, "evoq report: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
-			return nil
-		}
-		in.Results = append(in.Results, report.Entry{Seq: seq, Result: res})
-		return nil
-	})
+	in, err := c.input(ctx, r, ri)
 	if err != nil {
 		return err
-	}
-	ps, err := r.Presence(ctx, ri.ID)
-	if err != nil {
-		fmt.Fprintf(c.env.Stderr, "evoq report: warning: workers' heartbeats not read, slots that never evaluated a design are not shown: %v\n", err)
-	}
-	for _, p := range ps {
-		in.Workers = append(in.Workers, report.Worker{ID: p.Worker, Host: p.Host, Slots: p.Slots, Started: p.Started, Heartbeat: p.Stored})
 	}
 	a := report.Analyze(in)
 	files, err := report.Write(c.out, a, in.Generated)
@@ -72,4 +57,30 @@ func (c *reportCmd) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.env.Stderr, "evoq report: run %s: %d evaluations, %d slots; wrote %s and %d charts (%s)\n",
 		ri.ID, a.Evaluations, a.Slots, files.HTML, len(files.PNGs), strings.Join(files.PNGs, ", "))
 	return nil
+}
+
+// input reads what the report is drawn from: the run's stored results and
+// its workers' heartbeats.
+func (c *reportCmd) input(ctx context.Context, r *history.Reader, ri history.RunInfo) (report.Input, error) {
+	in := report.Input{RunID: ri.ID, Run: ri.Run, Generated: time.Now(), Top: c.top}
+	err := r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
+		if err != nil {
+			in.Malformed++
+			fmt.Fprintf(c.env.Stderr, "evoq report: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
+			return nil
+		}
+		in.Results = append(in.Results, report.Entry{Seq: seq, Result: res})
+		return nil
+	})
+	if err != nil {
+		return in, err
+	}
+	ps, err := r.Presence(ctx, ri.ID)
+	if err != nil {
+		fmt.Fprintf(c.env.Stderr, "evoq report: warning: workers' heartbeats not read, slots that never evaluated a design are not shown: %v\n", err)
+	}
+	for _, p := range ps {
+		in.Workers = append(in.Workers, report.Worker{ID: p.Worker, Host: p.Host, Slots: p.Slots, Started: p.Started, Heartbeat: p.Stored})
+	}
+	return in, nil
 }

@@ -36,6 +36,11 @@ type runStatus struct {
 	Queued   int                   `json:"queued"`    // waiting on the work queue
 	Best     *float64              `json:"best_fitness"`
 	BestID   string                `json:"best_id,omitempty"`
+	// The stored results that do not count, by controller.Tally's
+	// verdict.
+	Duplicates int `json:"duplicates"`
+	Foreign    int `json:"foreign"`
+	Malformed  int `json:"malformed"`
 	// Settings are the search settings the run records, as name=value;
 	// Changes the ones restarts changed on purpose.
 	Settings []string        `json:"settings"`
@@ -47,7 +52,7 @@ type runStatus struct {
 	Problems    []string       `json:"problems"`
 	queueKnown  bool
 	perWorker   map[string]*workerStatus
-	designsSeen map[uint64]bool
+	resultTally *controller.Tally
 }
 
 type workerStatus struct {
@@ -124,11 +129,9 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 // collectStatus reads the results, the presence bucket and the work queue.
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
-		perWorker: map[string]*workerStatus{}, designsSeen: map[uint64]bool{}}
+		perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally(ri.ID, ri.Budget)}
 	err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
-		if err == nil {
-			st.fold(res)
-		}
+		st.fold(res, err)
 		return nil
 	})
 	if err != nil {
@@ -153,11 +156,20 @@ func (st *runStatus) worker(id string) *workerStatus {
 	return w
 }
 
-func (st *runStatus) fold(r *schema.Result) {
-	if st.designsSeen[r.Design.Seq] {
+// fold takes in the next stored result, as schema.DecodeResult returned
+// it: only a counted one adds to the figures and the worker's.
+func (st *runStatus) fold(r *schema.Result, err error) {
+	switch st.resultTally.Judge(r, err) {
+	case controller.Duplicate:
+		st.Duplicates++
+		return
+	case controller.Foreign:
+		st.Foreign++
+		return
+	case controller.Malformed:
+		st.Malformed++
 		return
 	}
-	st.designsSeen[r.Design.Seq] = true
 	st.Done++
 	st.ByStatus[r.Status]++
 	if r.Status == schema.StatusOK && (st.Best == nil || r.Fitness > *st.Best) {
@@ -231,7 +243,11 @@ func (st *runStatus) print(env Env) {
 	for _, s := range schema.Statuses {
 		parts = append(parts, fmt.Sprintf("%d %s", st.ByStatus[s], s))
 	}
-	fmt.Fprintf(env.Stdout, "results: %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(env.Stdout, "results: %s", strings.Join(parts, ", "))
+	if st.Duplicates+st.Foreign+st.Malformed > 0 {
+		fmt.Fprintf(env.Stdout, "; not counted: %d duplicate, %d foreign, %d malformed", st.Duplicates, st.Foreign, st.Malformed)
+	}
+	fmt.Fprintln(env.Stdout)
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
 	}

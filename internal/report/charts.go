@@ -284,8 +284,8 @@ func (a *Analysis) statusChart() (Chart, error) {
 	p.NominalX(names...)
 	p.Y.Min, p.Y.Max = 0, math.Max(1, 1.1*float64(maxCount(a.Counts)))
 	p.Y.Tick.Marker = integerTicks{}
-	caption := fmt.Sprintf("Terminal status of the %d designs evaluated (first result of each; %d duplicate results not counted).",
-		a.Evaluations, a.Duplicates)
+	caption := fmt.Sprintf("Terminal status of the %d designs evaluated (the counted result of each; %d duplicate and %d foreign results not counted).",
+		a.Evaluations, a.Duplicates, a.Foreign)
 	return render(p, "status", caption, 7*vg.Inch, 3.5*vg.Inch)
 }
 

@@ -116,7 +116,7 @@ code { font-size: 0.9em; }
 
 <table class="facts">
 <tr><td>evaluations</td><td class="num">{{.A.Evaluations}}{{if .A.Budget}} of {{.A.Budget}} budget{{end}}</td></tr>
-<tr><td>stored results</td><td class="num">{{.A.Results}} ({{.A.Duplicates}} duplicates counted once{{if .A.Malformed}}, {{.A.Malformed}} malformed skipped{{end}})</td></tr>
+<tr><td>stored results</td><td class="num">{{.A.Results}} ({{.A.Duplicates}} duplicates counted once{{if .A.Foreign}}, {{.A.Foreign}} foreign not counted{{end}}{{if .A.Malformed}}, {{.A.Malformed}} malformed skipped{{end}})</td></tr>
 <tr><td>best fitness</td><td class="num">{{.Best}}</td></tr>
 <tr><td>slots</td><td class="num">{{.A.Slots}} on {{.A.Workers}} workers, {{.A.SlotsUsed}} evaluated a design</td></tr>
 <tr><td>utilization</td><td class="num">{{pct .A.Utilization}}</td></tr>

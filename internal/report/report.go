@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -38,8 +39,12 @@ type Worker struct {
 // Input is what a report is drawn from.
 type Input struct {
 	RunID string
-	// Run is the run's recorded state; nil if it did not decode.
-	Run       *schema.Run
+	// Run is the run's recorded state; nil if it did not decode, and then
+	// no result counts: the budget that bounds the run's designs is
+	// unknown.
+	Run *schema.Run
+	// Results are the stored results that decoded, in stream order;
+	// controller.Tally judges which count.
 	Results   []Entry
 	Malformed int // stored results that did not decode
 	Workers   []Worker
@@ -94,8 +99,9 @@ type Analysis struct {
 	Space       string
 	Results     int // stored results that decoded
 	Malformed   int
-	Evaluations int // designs with a terminal result (first result of each)
+	Evaluations int // designs with a terminal result: the counted results
 	Duplicates  int // further results of designs already counted
+	Foreign     int // results for designs that are not the run's (see controller.Tally)
 	Counts      map[schema.Status]int
 	Best        *float64
 	BestID      string
@@ -123,19 +129,14 @@ func Analyze(in Input) *Analysis {
 	if in.Run != nil {
 		a.Phase, a.Budget, a.Init, a.Space = in.Run.Phase, in.Run.Budget, in.Run.Init, in.Run.Space
 	}
+	var counted []*schema.Result
+	in.Results, counted = a.judge(in)
 	a.Start, a.End = timeBounds(in)
 	secs := func(t time.Time) float64 { return t.Sub(a.Start).Seconds() }
 	a.spanSeconds = math.Max(secs(a.End), 0)
 
-	seen := map[uint64]bool{}
 	var ok []*schema.Result // each design's counted ok result, in stream order
-	for _, e := range in.Results {
-		r := e.Result
-		if seen[r.Design.Seq] {
-			a.Duplicates++
-			continue
-		}
-		seen[r.Design.Seq] = true
+	for _, r := range counted {
 		a.Evaluations++
 		a.Counts[r.Status]++
 		if r.Status == schema.StatusOK {
@@ -182,6 +183,34 @@ func Analyze(in Input) *Analysis {
 	}
 	a.Top = topDesigns(ok, top)
 	return a
+}
+
+// judge applies the counting rule to the results in stream order. It
+// returns the run's own results, counted or duplicate, for the charts of
+// time and slots (a duplicate kept its slot busy too; a foreign result is
+// no part of the run), and the counted ones.
+func (a *Analysis) judge(in Input) (own []Entry, counted []*schema.Result) {
+	budget := 0
+	if in.Run != nil {
+		budget = in.Run.Budget
+	}
+	tally := controller.NewTally(in.RunID, budget)
+	for _, e := range in.Results {
+		switch tally.Judge(e.Result, nil) {
+		case controller.Counted:
+			counted = append(counted, e.Result)
+		case controller.Duplicate:
+			a.Duplicates++
+		case controller.Foreign:
+			a.Foreign++
+			continue
+		case controller.Malformed:
+			a.Malformed++
+			continue
+		}
+		own = append(own, e)
+	}
+	return own, counted
 }
 
 // timeBounds returns the earliest evaluation start (or the run's creation)

@@ -17,7 +17,7 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 
 func result(seq uint64, worker string, slot int, from, to float64, st schema.Status, fit float64) Entry {
 	return Entry{Seq: seq, Result: &schema.Result{Run: "r", DesignID: schema.DesignID("r", seq),
-		Design: schema.Design{Seq: seq, Origin: schema.OriginRandom, Genome: map[string]any{"x": seq}},
+		Design: schema.Design{Run: "r", ID: schema.DesignID("r", seq), Seq: seq, Origin: schema.OriginRandom, Genome: map[string]any{"x": seq}},
 		Status: st, Fitness: fit, Worker: worker, Slot: slot, Start: at(from), Stop: at(to)}}
 }
 
@@ -114,7 +114,7 @@ func TestChartsAndPage(t *testing.T) {
 }
 
 func TestGanttScalesToManySlots(t *testing.T) {
-	in := Input{RunID: "big", Generated: t0}
+	in := Input{RunID: "r", Run: &schema.Run{Run: "r", Budget: 1}, Generated: t0}
 	for w := range 20 {
 		in.Workers = append(in.Workers, Worker{ID: "w" + string(rune('a'+w)), Slots: 500, Started: at(0), Heartbeat: at(10)})
 	}
