@@ -88,6 +88,11 @@ type Config struct {
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; IdleAlarmOff (or any negative) turns it off.
 	IdleAlarm time.Duration
+	// JoinHint says how a worker joins this run (a command line, say),
+	// for the warning about a run without a live slot (see
+	// NoSlotRepeatMax), which is given after IdleAlarm too. Defaults to
+	// none.
+	JoinHint string
 	// OnProgress is called about every second, from the controller's
 	// goroutine, with the run's progress; it must not block. Defaults to
 	// nothing.

@@ -51,6 +51,7 @@ type Controller struct {
 	ahead      int  // counted results of seqs above published (see skipCounted)
 	idle       idleSince
 	lastAlarm  time.Time
+	noSlot     noSlotAlarm
 	limitsFor  int // live slots the consumer's limits were last checked for
 
 	results chan resultMsg
@@ -317,11 +318,18 @@ func (c *Controller) waitSlots(ctx context.Context) error {
 func (c *Controller) awaitSlots(ctx context.Context) {
 	deadline := time.NewTimer(c.cfg.WaitSlotsTimeout)
 	defer deadline.Stop()
+	// The no-slot alarm ticks here too: with workers started for another
+	// run, this wait is where the controller spends WaitSlotsTimeout.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	c.warnNoSlot(ctx, c.cfg.Now()) // starts its clock with the ticker
 	c.log.WithField("wait_slots", c.cfg.WaitSlots).Info("waiting for worker slots")
 	for live := c.liveSlots(); live < c.cfg.WaitSlots; live = c.liveSlots() {
 		select {
 		case ev := <-c.presence:
 			c.onPresence(ctx, ev)
+		case <-tick.C:
+			c.warnNoSlot(ctx, c.cfg.Now())
 		case <-deadline.C:
 			c.log.WithFields(logrus.Fields{"live_slots": live, "wait_slots": c.cfg.WaitSlots}).
 				Warn("not every expected slot joined in time; starting with the slots present, more are used as they join")

@@ -161,6 +161,9 @@ func (c *Controller) logResult(r *schema.Result) {
 func (c *Controller) loop(ctx context.Context) error {
 	tick := time.NewTicker(min(time.Second, c.cfg.Progress))
 	defer tick.Stop()
+	// Starts the no-slot clock with the ticker (unless the wait for slots
+	// started it), so that the alarm's ticks fall on its period.
+	c.warnNoSlot(ctx, c.cfg.Now())
 	for c.fold.Terminal() < c.cfg.Budget {
 		if err := c.topUp(ctx); err != nil {
 			return err
@@ -196,6 +199,7 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		c.progress(false)
 		c.sweepIfQuiet(ctx)
 		c.idleAlarm(ctx, c.cfg.Now())
+		c.warnNoSlot(ctx, c.cfg.Now())
 		c.observe(ctx)
 	case <-ctx.Done():
 		return ctx.Err()

@@ -103,10 +103,23 @@ func (w *Worker) watchRun() {
 				continue
 			}
 		}
-		w.log.WithField("busy", w.busy.Load()).Info("run is done; leaving")
-		w.stopNow()
+		w.leaveDone()
 		return
 	}
+}
+
+// leaveDone stops the worker because its run is done. A worker that
+// joined the run once it was done was most likely started for the wrong
+// run (an old run ID in a job script): it says so, naming the runs in
+// progress.
+func (w *Worker) leaveDone() {
+	if w.lateForRun {
+		s := SightRun(w.evalCtx, w.js, w.cfg.Run, w.cfg.RunsUnlisted)
+		w.log.WithFields(s.Fields()).Warn("run was already done when this worker joined; leaving (check the run ID)")
+	} else {
+		w.log.WithField("busy", w.busy.Load()).Info("run is done; leaving")
+	}
+	w.stopNow()
 }
 
 // RunPoll is how often a worker reads its run's state as a backstop.

@@ -69,9 +69,17 @@ type Config struct {
 	// FetchWait is how long one pull request waits for a design before it
 	// is renewed. Defaults to FetchWaitDefault.
 	FetchWait time.Duration
-	// JoinTimeout bounds the wait for the run to exist on the broker.
-	// Defaults to 0, wait forever (workers may start before the controller).
+	// JoinTimeout bounds the wait for the run to exist on the broker; past
+	// it Start fails with ErrNoRun. Defaults to 0, wait forever (workers
+	// may start before the controller).
 	JoinTimeout time.Duration
+	// RunsUnlisted says the worker's credential may not list the runs on
+	// the broker: a worker credential reads its own run's entry only. A
+	// worker waiting for a run that is not there then says so without
+	// naming the runs in progress, and sends no request the broker would
+	// refuse (a refused request is never answered: it would cost a
+	// timeout). Defaults to false: the runs are listed.
+	RunsUnlisted bool
 	// OnStored is called with every result the broker confirmed (metrics);
 	// it must not block. Defaults to nothing.
 	OnStored func(*schema.Result)
@@ -158,6 +166,8 @@ type Worker struct {
 	busy      atomic.Int64
 	done      atomic.Int64
 	started   time.Time
+	// lateForRun: the run was done when the worker joined it.
+	lateForRun bool
 
 	fetchCtx    context.Context // cancelled by Stop: no new designs
 	fetchCancel context.CancelFunc
@@ -209,6 +219,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A done run keeps its work queue, so joining it succeeds; the worker
+	// then leaves at once, and says why (see leaveDone).
+	if phase, err := runPhase(ctx, w.js, w.cfg.Run); err == nil && phase == schema.PhaseDone {
+		w.lateForRun = true
+	}
 	w.started = time.Now()
 	w.evalCtx, w.evalCancel = context.WithCancel(ctx)
 	w.fetchCtx, w.fetchCancel = context.WithCancel(w.evalCtx)
@@ -238,27 +253,34 @@ func (w *Worker) checkLimits(info *jetstream.ConsumerInfo) error {
 	return nil
 }
 
-// join waits until the run's consumer exists.
+// join waits until the run's consumer exists, saying why while it waits
+// (see WaitWarnings), for JoinTimeout at most.
 func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
+	joinCtx := ctx
 	if w.cfg.JoinTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.cfg.JoinTimeout)
+		joinCtx, cancel = context.WithTimeout(ctx, w.cfg.JoinTimeout)
 		defer cancel()
 	}
-	lastLog := time.Now().Add(-8 * time.Second) // first note after 2 s
-	b := broker.Backoff{Initial: 250 * time.Millisecond, Max: 250 * time.Millisecond, OnRetry: func(err error, _ time.Duration) {
-		if time.Since(lastLog) > 10*time.Second {
-			w.log.WithError(err).Info("waiting for the run to start on the broker")
-			lastLog = time.Now()
-		}
+	began := time.Now()
+	warnings := NewWaitWarnings(began)
+	b := broker.Backoff{Initial: 250 * time.Millisecond, Max: 250 * time.Millisecond, OnRetry: func(error, time.Duration) {
+		w.noteWait(joinCtx, warnings, began)
 	}}
 	var cons jetstream.Consumer
-	err := broker.Retry(ctx, b, func() (err error) {
-		cons, err = w.js.Consumer(ctx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
+	err := broker.Retry(joinCtx, b, func() (err error) {
+		cons, err = w.js.Consumer(joinCtx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
 		return err
 	})
 	var re *broker.RetryError
-	if errors.As(err, &re) {
+	switch {
+	case errors.As(err, &re) && joinCtx.Err() != nil && ctx.Err() == nil:
+		// The wait is over, not the worker: the run's state and the
+		// runs in progress say what went wrong.
+		s := SightRun(ctx, w.js, w.cfg.Run, w.cfg.RunsUnlisted)
+		waited := time.Since(began).Round(100 * time.Millisecond)
+		return nil, fmt.Errorf("join run %s: %w after %s of waiting: %s", w.cfg.Run, ErrNoRun, waited, s)
+	case errors.As(err, &re):
 		return nil, fmt.Errorf("join run %s: %w (last error: %v)", w.cfg.Run, re.Stop, re.Last)
 	}
 	return cons, err

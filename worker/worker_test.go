@@ -763,7 +763,7 @@ func TestStartChecksTheRun(t *testing.T) {
 			Config{Slots: broker.MinWaiting + 1}, ErrConfig, "MaxWaiting 4096", 0},
 		{"AckWait under three heartbeats", &broker.ConsumerConfig{Slots: 1, AckWait: time.Second},
 			Config{Slots: 1, Heartbeat: time.Second}, ErrConfig, "AckWait 1s", 0},
-		{"run never starts", nil, Config{Slots: 1}, context.DeadlineExceeded, "join run", 300 * time.Millisecond},
+		{"run never starts", nil, Config{Slots: 1}, ErrNoRun, "run start-run-never-starts is not on the broker", 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

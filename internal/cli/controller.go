@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/evoq/evoq/broker"
@@ -84,7 +85,33 @@ func (c *controllerCmd) prepare(ctx context.Context, s *session, cfg *controller
 	if err := c.serveMetrics(ctx, cfg, log); err != nil {
 		return err
 	}
-	return c.writeConnectFile(ctx, s, cfg.Run, log)
+	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
+		return err
+	}
+	cfg.JoinHint = joinHint(s, cfg.Run, c.connectFile)
+	return nil
+}
+
+// joinHint is the command that makes a worker join run on the session's
+// broker, for the controller's warning about a run without a live slot:
+// with the workers' connect file when there is one; else with the
+// broker's URLs, and its CA with TLS; a broker with auth takes only a
+// worker with a connect file holding the run's credential.
+func joinHint(s *session, run, connectFile string) string {
+	if connectFile != "" {
+		if abs, err := filepath.Abs(connectFile); err == nil {
+			connectFile = abs // the worker runs elsewhere, from another directory
+		}
+		return "evoq worker --run " + run + " --connect " + connectFile
+	}
+	if s.credential != nil || (s.embedded != nil && s.embedded.AdminCredential() != broker.Credential{}) {
+		return "evoq worker --run " + run + " --connect FILE (FILE: the connect file that 'evoq controller --connect-file FILE' writes, with the run's worker credential)"
+	}
+	hint := "evoq worker --run " + run + " --nats " + strings.Join(s.urls(), ",")
+	if ca := s.sec.caForClients(); ca != "" {
+		hint += " --tls-ca " + ca
+	}
+	return hint
 }
 
 // resumeRun, with --resume, points cfg at the stored run to continue: the

@@ -23,7 +23,7 @@ var flagGroups = []struct {
 	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
-		"min-eval-time", "drain-timeout"}},
+		"min-eval-time", "drain-timeout", "wait-for-run"}},
 	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-fail"}},
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
 		"cluster-name", "server-name", "cluster-listen", "routes"}},

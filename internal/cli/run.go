@@ -107,6 +107,9 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err != nil {
 		return err
 	}
+	if c.connectFile == "" {
+		cfg.JoinHint = joinHint(s, cfg.Run, connect)
+	}
 	procs, err := c.startWorkers(connect, cfg.Run, log)
 	defer func() { procs.stop(log, ctx.Err() != nil, c.env.Force) }()
 	if err != nil {

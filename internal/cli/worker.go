@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
@@ -24,6 +25,7 @@ type workerCmd struct {
 	sec          securityFlags
 	metricsAddr  string
 	drainTimeout time.Duration
+	waitForRun   time.Duration
 	log          logrus.FieldLogger
 }
 
@@ -42,8 +44,12 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
+	fs.DurationVar(&c.waitForRun, "wait-for-run", 0, "give up, exit 1, when the run has not started on the broker after this long (0: wait for ever)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if c.waitForRun < 0 {
+		return usageErr("--wait-for-run %s: must be >= 0 (0 waits for ever)", c.waitForRun)
 	}
 	if err := c.w.validate(fs); err != nil {
 		return err
@@ -74,7 +80,13 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	c.log = log
-	run, err := c.pickRun(ctx, s.js)
+	// --wait-for-run bounds the whole wait, for a run to pick and for
+	// the run to start: a batch job gives up on one deadline.
+	var giveUp time.Time
+	if c.waitForRun > 0 {
+		giveUp = time.Now().Add(c.waitForRun)
+	}
+	run, err := c.pickRun(ctx, s.js, giveUp)
 	if err != nil {
 		return err
 	}
@@ -84,7 +96,12 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	var w *worker.Worker
 	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
 		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
-		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log}
+		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log,
+		RunsUnlisted: c.runsUnlisted()}
+	if !giveUp.IsZero() {
+		// Never 0, which would wait for ever.
+		cfg.JoinTimeout = max(time.Until(giveUp), time.Millisecond)
+	}
 	var m *metrics.Worker // set before the worker starts, read by its slots
 	if c.metricsAddr != "" {
 		cfg.OnStored = func(r *schema.Result) { m.Stored(r) }
@@ -100,6 +117,9 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		}
 	}
 	if err := c.start(ctx, hard, cancel, w); err != nil {
+		if errors.Is(err, worker.ErrNoRun) {
+			return fmt.Errorf("--wait-for-run %s: %w", c.waitForRun, err)
+		}
 		return workerErr(err)
 	}
 	return c.wait(ctx, w, log)
@@ -122,7 +142,18 @@ func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
 	if c.run == "" {
 		c.run = run
 	}
+	// A run's credential serves that run alone: with another --run the
+	// worker would wait for ever on requests the broker refuses.
+	if cr := c.sec.credential; cr != nil && cr.Role != broker.RoleAdmin && c.run != "" && c.run != cr.Run {
+		return usageErr("--run %s: the %s credential in --connect %s serves run %s only", c.run, cr.Role, c.connect, cr.Run)
+	}
 	return nil
+}
+
+// runsUnlisted reports whether the worker's credential may not list the
+// runs on the broker: one of a run's credentials, not an admin's.
+func (c *workerCmd) runsUnlisted() bool {
+	return c.sec.credential != nil && c.sec.credential.Role != broker.RoleAdmin
 }
 
 // start joins the run; the signal context aborts the wait for it.
@@ -158,23 +189,32 @@ func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.Field
 }
 
 // pickRun is --run, or the only run in progress on the broker; it waits
-// for a run to start, since workers may start before the controller.
-func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string, error) {
+// for a run to start, since workers may start before the controller, until
+// giveUp unless that is zero.
+func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream, giveUp time.Time) (string, error) {
 	if c.run != "" {
 		if err := schema.ValidToken(c.run); err != nil {
 			return "", usageErr("--run: %v", err)
 		}
 		return c.run, nil
 	}
-	for logged := false; ; logged = true {
-		runs, _ := activeRuns(ctx, js)
+	began := time.Now()
+	warnings := worker.NewWaitWarnings(began)
+	for first := true; ; first = false {
+		runs, err := activeRuns(ctx, js)
 		switch {
 		case len(runs) == 1:
 			return runs[0], nil
 		case len(runs) > 1:
 			return "", usageErr("--run not given and %d runs are in progress on the broker %v: name one", len(runs), runs)
-		case !logged:
+		case !giveUp.IsZero() && time.Now().After(giveUp):
+			return "", fmt.Errorf("--wait-for-run %s: no run in progress on the broker after %s", c.waitForRun, c.waitForRun)
+		case first:
 			c.log.Info("no run in progress on the broker yet; waiting for one (or give --run)")
+		case err != nil && warnings.Due(time.Now()):
+			c.log.WithError(err).Warn("cannot list the runs on the broker; retrying (or give --run)")
+		case err == nil && warnings.Due(time.Now()):
+			c.log.WithField("waited", time.Since(began).Round(time.Second)).Warn("no run in progress on the broker yet; waiting for one (or give --run)")
 		}
 		select {
 		case <-ctx.Done():
@@ -186,15 +226,7 @@ func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream) (string
 
 // activeRuns lists the runs not yet done.
 func activeRuns(ctx context.Context, js jetstream.JetStream) ([]string, error) {
-	all, err := history.FromJS(js).Runs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var runs []string
-	for _, r := range all {
-		if r.Err == nil && r.Phase != schema.PhaseDone {
-			runs = append(runs, r.ID)
-		}
-	}
-	return runs, nil
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return broker.RunsInProgress(ctx, js)
 }
