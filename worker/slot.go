@@ -24,7 +24,7 @@ func (w *Worker) slot(i int) {
 			s.pull.close()
 		}
 	}()
-	for w.fetchCtx.Err() == nil {
+	for w.fetchCtx.Err() == nil && w.walltimeAllows() {
 		msg, err := w.next(s)
 		if err != nil {
 			w.fetchFailed(s, err)
@@ -88,6 +88,9 @@ func (w *Worker) fetchFailed(s *slotState, err error) {
 // handle evaluates one design and stores its result, then acks the design.
 func (w *Worker) handle(s *slotState, msg design) {
 	start := time.Now()
+	if !w.arrivedInTime(s, msg) {
+		return
+	}
 	attempt := msg.Attempt()
 	d, err := schema.DecodeDesign(msg.Data())
 	if err == nil && w.space != nil {
@@ -106,7 +109,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 	s.lastStop = res.Stop
 	if w.evalCtx.Err() != nil {
 		stopProgress()
-		_ = msg.Nak() // hard stop: hand the design back unevaluated
+		w.cancelled(s, msg, d, attempt, start)
 		return
 	}
 	if handBack {
@@ -116,6 +119,10 @@ func (w *Worker) handle(s *slotState, msg design) {
 		_ = msg.Nak()
 		return
 	}
+	// Measured now, not once stored: the slot asks for its next design
+	// while this result is stored, and the walltime check of that design
+	// must know how long this one took.
+	w.evalTimes.add(res.Duration())
 	// The result is stored while the slot asks for its next design: the
 	// slot is free once the evaluation ends. The design is acked only once
 	// the broker confirms the result, and a slot has at most one result on
@@ -130,6 +137,18 @@ func (w *Worker) handle(s *slotState, msg design) {
 	}()
 }
 
+// cancelled hands back a design whose evaluation a hard stop (the walltime,
+// an expired drain) cancelled, and says which design it was and when it
+// started: the stop's own line gives only how many.
+func (w *Worker) cancelled(s *slotState, msg design, d *schema.Design, attempt int, start time.Time) {
+	l := s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt, "started": start.Format(time.RFC3339Nano)})
+	if err := msg.Nak(); err != nil {
+		l.WithError(err).Warn("evaluation cancelled; handing the design back failed, the broker redelivers it after its ack wait")
+		return
+	}
+	l.Info("evaluation cancelled; design handed back")
+}
+
 // finish stores the result of msg's design, then acks the design; if the
 // result cannot be stored the design is handed back.
 func (w *Worker) finish(s *slotState, msg design, res *schema.Result) {
@@ -138,7 +157,6 @@ func (w *Worker) finish(s *slotState, msg design, res *schema.Result) {
 		return
 	}
 	w.done.Add(1)
-	w.evalTimes.add(res.Duration())
 	if w.cfg.OnStored != nil {
 		w.cfg.OnStored(res)
 	}

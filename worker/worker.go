@@ -169,6 +169,13 @@ type Worker struct {
 	// lateForRun: the run was done when the worker joined it.
 	lateForRun bool
 
+	// The walltime check: now and walltimeEvery are time.Now and
+	// walltimeCheckEvery, which tests change to force a late design;
+	// walltimeOnce stops the worker taking designs once.
+	now           func() time.Time
+	walltimeEvery time.Duration
+	walltimeOnce  sync.Once
+
 	fetchCtx    context.Context // cancelled by Stop: no new designs
 	fetchCancel context.CancelFunc
 	evalCtx     context.Context // cancelled by a hard stop: running evaluations end
@@ -187,7 +194,8 @@ func New(js jetstream.JetStream, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	log := cfg.Logger.WithFields(logrus.Fields{"run": cfg.Run, "worker": cfg.ID})
-	return &Worker{js: js, cfg: cfg, log: log, slotsDone: make(chan struct{}), doneCh: make(chan struct{})}, nil
+	return &Worker{js: js, cfg: cfg, log: log, now: time.Now, walltimeEvery: walltimeCheckEvery,
+		slotsDone: make(chan struct{}), doneCh: make(chan struct{})}, nil
 }
 
 // ID is the worker's ID.
