@@ -107,7 +107,7 @@ func TestGenomeOutsideSpace(t *testing.T) {
 	if !hasLine(w.stderr.String(), "genome does not fit the run's search space", "gs-9999") {
 		t.Errorf("worker log has no rejection of gs-9999:\n%s", tail(w.stderr.String(), 3000))
 	}
-	if !hasLine(ctl.stderr.String(), "never published", "gs-9999") {
+	if !hasLine(ctl.stderr.String(), "ignoring a result for a design that is not this run's or lies beyond its budget", "gs-9999") {
 		t.Errorf("controller log does not say it ignored gs-9999's result:\n%s", tail(ctl.stderr.String(), 3000))
 	}
 	results := storedResults(t, js, run)
