@@ -136,6 +136,19 @@ type Result struct {
 	// starting this design; -1 for a slot's first design.
 	Gap   time.Duration `msgpack:"gap_ns" json:"gap_ns"`
 	Error string        `msgpack:"error,omitempty" json:"error,omitempty"`
+	// GPUUUID is the UUID of the slot's GPU (GPU-..., MIG-...), when the
+	// worker knows it: GPU is an index, and index 0 is another GPU on
+	// every node, so only the UUID follows a faulty GPU across nodes and
+	// runs.
+	GPUUUID string `msgpack:"gpu_uuid,omitempty" json:"gpu_uuid,omitempty"`
+	// Exit and Signal say how an external evaluator's process ended with
+	// this evaluation: its exit code, or the name of the signal that
+	// killed it (SIGKILL), so that a node whose evaluators crash can be
+	// told from designs that fail. Both are unset when no process ended: a
+	// built-in evaluator, a persistent evaluator that answered and lives
+	// on, a lost design. A pointer, because exit 0 is worth recording.
+	Exit   *int   `msgpack:"exit,omitempty" json:"exit,omitempty"`
+	Signal string `msgpack:"signal,omitempty" json:"signal,omitempty"`
 }
 
 // Duration is the evaluation's wall time as measured by the worker.

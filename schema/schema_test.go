@@ -53,6 +53,14 @@ func validResult() *schema.Result {
 	}
 }
 
+// nodeResult is a result of an external evaluator that exited 0 on a GPU
+// known by its UUID.
+func nodeResult() *schema.Result {
+	r, exit := validResult(), 0
+	r.GPU, r.GPUUUID, r.Exit = "0", "GPU-5e7d7c1a-0f4b-4c36-9a52-2b8c3f1d9e01", &exit
+	return r
+}
+
 func validLost() *schema.Result {
 	d := validDesign()
 	return &schema.Result{
@@ -212,6 +220,9 @@ func TestRoundTrip(t *testing.T) {
 		{"result", func() ([]byte, error) { return schema.EncodeResult(validResult()) },
 			func(b []byte) (any, error) { r, err := schema.DecodeResult(b); return derefResult(r), err },
 			normResult(*validResult())},
+		{"result with its node's GPU UUID and exit code", func() ([]byte, error) { return schema.EncodeResult(nodeResult()) },
+			func(b []byte) (any, error) { r, err := schema.DecodeResult(b); return derefResult(r), err },
+			normResult(*nodeResult())},
 		{"lost result", func() ([]byte, error) { return schema.EncodeResult(validLost()) },
 			func(b []byte) (any, error) { r, err := schema.DecodeResult(b); return derefResult(r), err },
 			normResult(*validLost())},
@@ -1021,4 +1032,50 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Fatalf("result changed in a round trip:\n %#v\n %#v", r, r2)
 		}
 	})
+}
+
+// The node fields are optional on the wire, which is why they came without
+// a new schema version: a result without them (written before they
+// existed, or by a worker that does not know them) decodes with them
+// unset, and a decoder that does not know them skips them, as it skips
+// any key it does not know.
+func TestResultNodeFieldsOptional(t *testing.T) {
+	t.Parallel()
+	keys := func(t *testing.T, r *schema.Result) map[string]any {
+		t.Helper()
+		b, err := schema.EncodeResult(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := msgpack.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	plain := keys(t, validResult())
+	for _, k := range []string{"gpu_uuid", "exit", "signal"} {
+		if _, ok := plain[k]; ok {
+			t.Errorf("a result without %s writes the key", k)
+		}
+	}
+	m := keys(t, nodeResult())
+	if exit := reflect.ValueOf(m["exit"]); !exit.CanInt() || exit.Int() != 0 || m["gpu_uuid"] != nodeResult().GPUUUID {
+		t.Errorf("exit %#v gpu_uuid %#v; exit 0 must be written, not omitted", m["exit"], m["gpu_uuid"])
+	}
+	killed := validResult()
+	killed.Status, killed.Fitness, killed.Signal = schema.StatusError, schema.InfeasibleFitness, "SIGKILL"
+	if m := keys(t, killed); m["signal"] != "SIGKILL" || m["exit"] != nil {
+		t.Errorf("signal %#v exit %#v, want SIGKILL and no exit", m["signal"], m["exit"])
+	}
+
+	old, err := schema.DecodeResult(mustMarshal(t, plain))
+	if err != nil || old.Exit != nil || old.Signal != "" || old.GPUUUID != "" {
+		t.Fatalf("result without the node fields: %+v, %v; want them unset", old, err)
+	}
+	newer := with(keys(t, nodeResult()), "a_later_field", map[string]any{"x": 1})
+	r, err := schema.DecodeResult(mustMarshal(t, newer))
+	if err != nil || r.Exit == nil || *r.Exit != 0 {
+		t.Fatalf("result with a key this build does not know: %+v, %v; want it decoded, the key skipped", r, err)
+	}
 }

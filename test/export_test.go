@@ -3,6 +3,9 @@ package test
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -267,4 +270,94 @@ func TestExportReplayDuplicateAndMalformed(t *testing.T) {
 		rep.Evaluations != sum.Evaluations || rep.PoolDigest != sum.PoolDigest {
 		t.Errorf("replay: %+v\nwant failed integrity, 1 malformed, 1 duplicate, digest %s", rep, sum.PoolDigest)
 	}
+}
+
+// TestExportNodeColumns: export tells the nodes apart. On a node whose
+// nvidia-smi lists two GPUs, each row carries its GPU's index and UUID,
+// and how the evaluator ended: exit 0 for ok, exit 3 for the design
+// whose evaluator fails, SIGKILL for the one whose evaluator is killed.
+func TestExportNodeColumns(t *testing.T) {
+	t.Parallel()
+	space := filepath.Join(t.TempDir(), "space.yaml")
+	write(t, space, "params:\n  x: {type: float, min: 0, max: 1}\n")
+	dir := t.TempDir()
+	r := evoqEnv(t, time.Minute, []string{"PATH=" + fakeSMI(t, 2), "CUDA_VISIBLE_DEVICES="},
+		"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json", "--run", "nodes", "--gpus", "auto",
+		"--config", space, "--budget", "12", "--init", "6", "--pool", "3",
+		"--eval-cmd", `case "$EVOQ_DESIGN_ID" in *-5) echo "CUDA error: uncorrectable ECC error" >&2; exit 3;; *-7) kill -KILL $$;; esac; echo '{"fitness": 0.5}'`)
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, tail(r.stderr, 3000))
+	}
+	// want is what a row says of its node and its evaluator's end.
+	want := func(design, gpu string) string {
+		end := "exit 0 signal "
+		switch {
+		case strings.HasSuffix(design, "-5"):
+			end = "exit 3 signal "
+		case strings.HasSuffix(design, "-7"):
+			end = "exit  signal SIGKILL"
+		}
+		return fmt.Sprintf("host %s gpu_uuid GPU-fake-%s %s", hostname(t), gpu, end)
+	}
+
+	e := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "csv")
+	if e.code != 0 {
+		t.Fatalf("export: exit %d\n%s", e.code, e.stderr)
+	}
+	header, rows := readCSVRows(t, e.stdout)
+	for _, c := range []string{"host", "gpu", "gpu_uuid", "exit", "signal"} {
+		if !slices.Contains(header, c) {
+			t.Errorf("header lacks column %q: %v", c, header)
+		}
+	}
+	ends := map[string]int{}
+	for _, row := range rows {
+		got := fmt.Sprintf("host %s gpu_uuid %s exit %s signal %s", row["host"], row["gpu_uuid"], row["exit"], row["signal"])
+		if w := want(row["design_id"], row["gpu"]); got != w || (row["gpu"] != "0" && row["gpu"] != "1") {
+			t.Errorf("%s (%s) on GPU %q: %s; want %s", row["design_id"], row["status"], row["gpu"], got, w)
+		}
+		ends[row["exit"]+row["signal"]]++
+	}
+	if ends["0"] == 0 || ends["3"] == 0 || ends["SIGKILL"] == 0 {
+		t.Errorf("evaluator ends %v; want exit 0, exit 3 and SIGKILL each at least once", ends)
+	}
+
+	out := filepath.Join(t.TempDir(), "results.jsonl")
+	if e := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "jsonl", "--out", out); e.code != 0 {
+		t.Fatalf("export: exit %d\n%s", e.code, e.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(readText(t, out)), "\n")
+	if len(lines) != len(rows) {
+		t.Errorf("%d JSON lines, %d CSV rows", len(lines), len(rows))
+	}
+	for _, l := range lines {
+		var row struct {
+			DesignID string `json:"design_id"`
+			Host     string `json:"host"`
+			GPU      string `json:"gpu"`
+			GPUUUID  string `json:"gpu_uuid"`
+			Exit     *int   `json:"exit"`
+			Signal   string `json:"signal"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("line is not JSON: %v\n%s", err, l)
+		}
+		exit := ""
+		if row.Exit != nil {
+			exit = strconv.Itoa(*row.Exit)
+		}
+		got := fmt.Sprintf("host %s gpu_uuid %s exit %s signal %s", row.Host, row.GPUUUID, exit, row.Signal)
+		if w := want(row.DesignID, row.GPU); got != w {
+			t.Errorf("JSON line of %s: %s; want %s", row.DesignID, got, w)
+		}
+	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -43,6 +43,9 @@ func TestGPUDetectionAndPinning(t *testing.T) {
 		if seen != res.GPU || fmt.Sprint(res.Metrics["gpu"]) != res.GPU || len(seen) != 1 {
 			t.Fatalf("%s: evaluator saw CUDA_VISIBLE_DEVICES %q, result records GPU %q", res.DesignID, seen, res.GPU)
 		}
+		if res.GPUUUID != "GPU-fake-"+res.GPU || res.Exit == nil || *res.Exit != 0 {
+			t.Fatalf("%s: GPU %s recorded with UUID %q and exit %v; want nvidia-smi's GPU-fake-%s and exit 0", res.DesignID, res.GPU, res.GPUUUID, res.Exit, res.GPU)
+		}
 		key := slotOf(res)
 		if old, ok := slotGPU[key]; ok && old != seen {
 			t.Fatalf("slot %s used GPUs %s and %s", key, old, seen)

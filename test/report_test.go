@@ -56,7 +56,7 @@ func TestReportInChromium(t *testing.T) {
 	if n := bytes.Count(page, []byte(`src="data:image/png;base64,`)); n != len(charts) {
 		t.Errorf("page embeds %d PNGs, want %d", n, len(charts))
 	}
-	for _, want := range []string{"400 of 400 budget", "12 slots on 2 workers, 12 of them evaluated at least one design", "Top designs"} {
+	for _, want := range []string{"400 of 400 budget", "12 slots on 2 workers, 12 of them evaluated at least one design", "By host", "Top designs"} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("page lacks %q", want)
 		}

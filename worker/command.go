@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/schema"
+	"golang.org/x/sys/unix"
 )
 
 // Limits on what an external evaluator may print. Of stdout only the last
@@ -79,6 +80,14 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	err = waitGroup(ctx, cmd)
 	outs.wait()
+	out := commandOutcome(ctx, err, stdout, stderr)
+	out.Exit, out.Signal = processEnd(cmd.ProcessState)
+	return out
+}
+
+// commandOutcome reads the outcome of an evaluator that ran and ended,
+// err being how its wait ended.
+func commandOutcome(ctx context.Context, err error, stdout *lastLine, stderr *tail) Outcome {
 	if err != nil {
 		return commandFailed(ctx, err, stderr.String())
 	}
@@ -87,6 +96,30 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 		return lineTooLong(line, n)
 	}
 	return ParseOutput(line)
+}
+
+// processEnd says how a process ended: its exit code, or the name of the
+// signal that killed it (nil and "" for a process not reaped). A process
+// that sh started for a command with shell syntax is sh's child, and sh
+// reports its death by a signal as exit 128+n.
+func processEnd(ps *os.ProcessState) (*int, string) {
+	if ps == nil {
+		return nil, ""
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return nil, signalName(ws.Signal())
+	}
+	code := ps.ExitCode()
+	return &code, ""
+}
+
+// signalName is a signal's conventional name, SIGKILL rather than Go's
+// "killed", so that it reads as the batch system and the shell write it.
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
 
 // outputs copies an evaluator's stdout and stderr through pipes of our

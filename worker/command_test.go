@@ -397,3 +397,52 @@ func TestLastLineBoundsMemory(t *testing.T) {
 		t.Errorf("buffers grew to %d bytes, want at most %d", maxCap, limit)
 	}
 }
+
+// The outcome says how the evaluator's process ended: the exit code, 0
+// for ok, or the signal that killed it, whoever sent it.
+func TestCommandProcessEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cmd     string
+		timeout time.Duration
+		status  schema.Status
+		exit    int // -1: none
+		signal  string
+	}{
+		{"ok", `echo '{"fitness": 1}'`, 0, schema.StatusOK, 0, ""},
+		{"infeasible", `echo '{"infeasible": "too big"}'`, 0, schema.StatusInfeasible, 0, ""},
+		{"exit 0 without a result", `true`, 0, schema.StatusError, 0, ""},
+		{"exit 3", `echo "RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2; exit 3`, 0, schema.StatusError, 3, ""},
+		{"killed by SIGKILL, as by the OOM killer", `kill -KILL $$`, 0, schema.StatusError, -1, "SIGKILL"},
+		{"aborted", `kill -ABRT $$`, 0, schema.StatusError, -1, "SIGABRT"},
+		{"timed out: the worker's SIGTERM", `sleep 1000`, 300 * time.Millisecond, schema.StatusTimeout, -1, "SIGTERM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.timeout > 0 {
+				ctx, cancel = context.WithTimeout(context.Background(), tc.timeout)
+			}
+			defer cancel()
+			out := Command{Cmd: tc.cmd}.Evaluate(ctx, commandTask(t))
+			exit := -1
+			if out.Exit != nil {
+				exit = *out.Exit
+			}
+			if out.Status != tc.status || exit != tc.exit || out.Signal != tc.signal {
+				t.Errorf("got %s exit %d signal %q (%q); want %s exit %d signal %q",
+					out.Status, exit, out.Signal, clip(out.Error, 200), tc.status, tc.exit, tc.signal)
+			}
+		})
+	}
+}
+
+// An evaluator that does not start has no process to say anything of.
+func TestCommandNoProcess(t *testing.T) {
+	t.Parallel()
+	out := Command{Cmd: "true", LogDir: "/dev/null/not-a-dir"}.Evaluate(context.Background(), commandTask(t))
+	if out.Status != schema.StatusError || out.Exit != nil || out.Signal != "" {
+		t.Errorf("got %s exit %v signal %q (%q); want an error without exit or signal", out.Status, out.Exit, out.Signal, out.Error)
+	}
+}

@@ -28,6 +28,11 @@ type Outcome struct {
 	// result: the evaluator failed, not the design (a persistent evaluator
 	// process died). The redelivery limit still applies.
 	HandBack bool
+	// Exit and Signal say how the evaluator's process ended, when one
+	// ended with this evaluation: its exit code, or the name of the
+	// signal that killed it. See schema.Result.
+	Exit   *int
+	Signal string
 }
 
 // Evaluator evaluates one design. It must return when ctx is done.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -26,7 +27,11 @@ const (
 	smiTimeout             = 10 * time.Second
 )
 
-var smiLine = regexp.MustCompile(`^GPU (\d+):`)
+// smiLine is a GPU's line of `nvidia-smi -L`: "GPU 0: NVIDIA H200 (UUID:
+// GPU-...)". Lines of MIG devices ("  MIG 1g.18gb Device 0: (UUID: MIG-...)")
+// do not match: a MIG device has no index of its own, and is named by its
+// UUID wherever it is used.
+var smiLine = regexp.MustCompile(`^GPU (\d+):(?:.*\(UUID: ([^)\s]+)\))?`)
 
 // DetectGPUs resolves a --gpus value: "none" (no GPUs), a comma-separated
 // list of device ids, or "auto": CUDA_VISIBLE_DEVICES if set, else the
@@ -98,19 +103,111 @@ func nvidiaSMI(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, err := listGPUs(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	ids, _ := parseSMI(out)
+	return ids, nil
+}
+
+// listGPUs runs `nvidia-smi -L`, the nvidia-smi at path.
+func listGPUs(ctx context.Context, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "-L").Output()
 	if err != nil {
-		return nil, fmt.Errorf("nvidia-smi -L: %w", err)
+		return "", fmt.Errorf("nvidia-smi -L: %w", err)
 	}
-	var ids []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if m := smiLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
-			ids = append(ids, m[1])
+	return string(out), nil
+}
+
+// parseSMI reads `nvidia-smi -L` output: the GPU indices in order, and
+// the UUID of each index that shows one.
+func parseSMI(out string) (ids []string, uuids map[string]string) {
+	uuids = map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		m := smiLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		ids = append(ids, m[1])
+		if m[2] != "" {
+			uuids[m[1]] = m[2]
 		}
 	}
-	return ids, nil
+	return ids, uuids
+}
+
+// GPUUUIDs maps the GPU indices `nvidia-smi -L` lists to their UUIDs, for
+// SlotUUIDs. It returns nil and no error where there is no nvidia-smi (no
+// NVIDIA GPU, or an AMD node: rocm-smi numbers GPUs its own way, not as
+// HIP does, so its UUIDs cannot be matched to an index). It returns nil
+// too when the environment sets CUDA_DEVICE_ORDER to anything but
+// PCI_BUS_ID: CUDA would then number the GPUs otherwise than nvidia-smi,
+// and an index would name one GPU to the evaluator and another here; a
+// wrong UUID is worse than none.
+func GPUUUIDs(ctx context.Context, getenv func(string) string) (map[string]string, error) {
+	if o := getenv("CUDA_DEVICE_ORDER"); o != "" && o != pciOrder {
+		return nil, nil
+	}
+	path, err := exec.LookPath("nvidia-smi")
+	if err != nil {
+		return nil, nil
+	}
+	return smiUUIDs(ctx, path)
+}
+
+// smiUUIDs is GPUUUIDs with the nvidia-smi at path.
+func smiUUIDs(ctx context.Context, path string) (map[string]string, error) {
+	out, err := listGPUs(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	_, uuids := parseSMI(out)
+	return uuids, nil
+}
+
+// isUUID reports whether a device id is a UUID rather than an index:
+// CUDA_VISIBLE_DEVICES takes GPU-... and MIG-..., ROCR_VISIBLE_DEVICES
+// GPU-....
+func isUUID(id string) bool {
+	return strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-")
+}
+
+// SlotUUIDs gives each slot the UUID of its GPU (slotGPUs as SlotGPUs
+// makes them): the GPU value itself when it is a UUID, else the UUID that
+// uuids (GPUUUIDs) has for the index; "" where it is not known. A value
+// naming several GPUs gets their UUIDs comma-separated, or "" if one is
+// not known. Nil without GPUs.
+func SlotUUIDs(slotGPUs []string, uuids map[string]string) []string {
+	if slotGPUs == nil {
+		return nil
+	}
+	out := make([]string, len(slotGPUs))
+	for i, gpu := range slotGPUs {
+		out[i] = uuidOf(gpu, uuids)
+	}
+	return out
+}
+
+func uuidOf(gpu string, uuids map[string]string) string {
+	if gpu == "" {
+		return ""
+	}
+	var known []string
+	for _, id := range strings.Split(gpu, ",") {
+		id = strings.TrimSpace(id)
+		u := uuids[id]
+		if isUUID(id) {
+			u = id
+		}
+		if u == "" {
+			return ""
+		}
+		known = append(known, u)
+	}
+	return strings.Join(known, ",")
 }
 
 // SlotGPUs assigns GPUs to slots: slot i gets gpus[i / perGPU] while GPUs
@@ -155,10 +252,22 @@ func ShareOut(gpus []string, slots, perGPU int, slotsGiven bool, workers int) []
 	return out
 }
 
-// GPUEnv is the environment that pins an evaluation to gpu.
+// pciOrder is the CUDA_DEVICE_ORDER that numbers GPUs as nvidia-smi does.
+const pciOrder = "PCI_BUS_ID"
+
+// GPUEnv is the environment that pins an evaluation to gpu. Unless the
+// worker's environment chose a CUDA_DEVICE_ORDER, it asks CUDA to number
+// the GPUs in PCI bus order, as nvidia-smi does: CUDA's own default,
+// fastest first, numbers a node with two kinds of GPU differently, and the
+// index a slot pins and records (with the UUID nvidia-smi gives it) would
+// be another GPU to the evaluator.
 func GPUEnv(gpu string) []string {
 	if gpu == "" {
 		return nil
 	}
-	return []string{"CUDA_VISIBLE_DEVICES=" + gpu, "ROCR_VISIBLE_DEVICES=" + gpu, "HIP_VISIBLE_DEVICES=" + gpu, "EVOQ_GPU=" + gpu}
+	env := []string{"CUDA_VISIBLE_DEVICES=" + gpu, "ROCR_VISIBLE_DEVICES=" + gpu, "HIP_VISIBLE_DEVICES=" + gpu, "EVOQ_GPU=" + gpu}
+	if os.Getenv("CUDA_DEVICE_ORDER") == "" {
+		env = append(env, "CUDA_DEVICE_ORDER="+pciOrder)
+	}
+	return env
 }

@@ -71,6 +71,7 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 		if ctx.Err() != nil {
 			o := Failed(ctx, ctx.Err())
 			o.Error = appendTail(o.Error+" (the evaluator did not read its design)", proc.stderr.String())
+			o.Exit, o.Signal = proc.end()
 			return o
 		}
 		return p.died(t.Slot, proc, "its stdin is closed")
@@ -110,6 +111,7 @@ func (p *Persistent) await(ctx context.Context, slot int, proc *evalProc) Outcom
 			p.drop(slot, proc)
 			o := Failed(ctx, ctx.Err())
 			o.Error = appendTail(o.Error, proc.stderr.String())
+			o.Exit, o.Signal = proc.end()
 			return o
 		}
 	}
@@ -181,12 +183,24 @@ func looksLikeResult(l string) bool {
 func (p *Persistent) died(slot int, proc *evalProc, why string) Outcome {
 	p.drop(slot, proc)
 	state := "no exit status"
-	select {
-	case <-proc.waited: // ProcessState is written by the reaper: read it after
+	exit, sig := proc.end()
+	if exit != nil || sig != "" { // reaped: ProcessState is written
 		state = proc.cmd.ProcessState.String()
-	case <-time.After(KillGrace):
 	}
-	return Outcome{HandBack: true, Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), proc.stderr.String())}
+	return Outcome{HandBack: true, Exit: exit, Signal: sig,
+		Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), proc.stderr.String())}
+}
+
+// end waits up to KillGrace for a dropped process to be reaped and says
+// how it ended; nil and "" if it was not reaped in time (stuck in the
+// kernel, say, on a hung GPU).
+func (proc *evalProc) end() (*int, string) {
+	select {
+	case <-proc.waited:
+		return processEnd(proc.cmd.ProcessState)
+	case <-time.After(KillGrace):
+		return nil, ""
+	}
 }
 
 // proc returns the slot's process, starting one if there is none.

@@ -32,8 +32,8 @@ esac; done`}
 	var pids []any
 	for seq, want := range map[uint64]schema.Status{1: schema.StatusOK, 2: schema.StatusOK} {
 		out := p.Evaluate(ctx, persistentTask(seq, 0))
-		if out.Status != want {
-			t.Fatalf("design %d: %+v", seq, out)
+		if out.Status != want || out.Exit != nil || out.Signal != "" {
+			t.Fatalf("design %d: %+v; want %s from a process that lives on: no exit, no signal", seq, out, want)
 		}
 		pids = append(pids, out.Metrics["pid"])
 	}
@@ -43,8 +43,8 @@ esac; done`}
 	if out := p.Evaluate(ctx, persistentTask(3, 0)); out.Status != schema.StatusError || !strings.Contains(out.Error, "NaN") {
 		t.Fatalf("NaN line: %+v, want an error quoting it", out)
 	}
-	if out := p.Evaluate(ctx, persistentTask(4, 0)); !out.HandBack || !strings.Contains(out.Error, "bye") {
-		t.Fatalf("dying process: %+v, want a hand-back with its stderr", out)
+	if out := p.Evaluate(ctx, persistentTask(4, 0)); !out.HandBack || !strings.Contains(out.Error, "bye") || out.Exit == nil || *out.Exit != 7 {
+		t.Fatalf("dying process: %+v, want a hand-back with its stderr and exit code 7", out)
 	}
 	out := p.Evaluate(ctx, persistentTask(5, 0))
 	if out.Status != schema.StatusOK || out.Metrics["pid"] == pids[0] {
@@ -60,12 +60,29 @@ func TestPersistentTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	out := p.Evaluate(ctx, persistentTask(1, 0))
 	cancel()
-	if out.Status != schema.StatusTimeout {
-		t.Fatalf("got %+v, want a timeout", out)
+	if out.Status != schema.StatusTimeout || out.Signal != "SIGKILL" || out.Exit != nil {
+		t.Fatalf("got %+v, want a timeout whose process the worker killed (SIGKILL)", out)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	if out := p.Evaluate(ctx2, persistentTask(2, 0)); out.Status != schema.StatusOK {
 		t.Fatalf("after the timeout: %+v", out)
+	}
+}
+
+// A process killed in the middle of a design (the OOM killer, a driver
+// fault) hands the design back, naming the signal.
+func TestPersistentKilledMidRun(t *testing.T) {
+	t.Parallel()
+	p := &Persistent{Cmd: `while read -r line; do case "$line" in *'"seq":2'*) echo "loading weights" >&2; kill -KILL $$;; esac; echo '{"fitness": 1}'; done`}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out := p.Evaluate(ctx, persistentTask(1, 0)); out.Status != schema.StatusOK {
+		t.Fatalf("design 1: %+v", out)
+	}
+	out := p.Evaluate(ctx, persistentTask(2, 0))
+	if !out.HandBack || out.Signal != "SIGKILL" || out.Exit != nil || !strings.Contains(out.Error, "loading weights") {
+		t.Fatalf("killed process: %+v, want a hand-back naming SIGKILL, with its stderr", out)
 	}
 }

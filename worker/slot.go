@@ -114,7 +114,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 	}
 	if handBack {
 		stopProgress()
-		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithField("error", clip(res.Error, 300)).
+		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithFields(processFields(res)).WithField("error", clip(res.Error, 300)).
 			Warn("evaluator failed; design handed back for another try")
 		_ = msg.Nak()
 		return
@@ -176,10 +176,26 @@ func (w *Worker) logResult(s *slotState, r *schema.Result) {
 	}
 	switch r.Status {
 	case schema.StatusError, schema.StatusTimeout:
-		l.WithField("error", clip(r.Error, 300)).Warn("evaluation failed")
+		l.WithFields(processFields(r)).WithField("error", clip(r.Error, 300)).Warn("evaluation failed")
 	default:
 		l.WithField("fitness", r.Fitness).Info("evaluation done")
 	}
+}
+
+// processFields are the log fields of how r's evaluator process ended,
+// with the GPU's UUID: what tells a broken node from a broken design.
+func processFields(r *schema.Result) logrus.Fields {
+	f := logrus.Fields{}
+	if r.Exit != nil {
+		f["exit"] = *r.Exit
+	}
+	if r.Signal != "" {
+		f["signal"] = r.Signal
+	}
+	if r.GPUUUID != "" {
+		f["gpu_uuid"] = r.GPUUUID
+	}
+	return f
 }
 
 // reject handles a design that does not decode or validate. When its
@@ -221,6 +237,7 @@ func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.
 		Run: d.Run, DesignID: d.ID, Design: *d, Status: out.Status, Fitness: out.Fitness,
 		Metrics: out.Metrics, Worker: w.cfg.ID, Host: w.cfg.Host, Slot: s.index, GPU: w.gpu(s.index),
 		Attempt: attempt, Start: start, Stop: time.Now(), Gap: gap, Error: out.Error,
+		GPUUUID: w.gpuUUID(s.index), Exit: out.Exit, Signal: out.Signal,
 	}
 }
 
@@ -250,6 +267,14 @@ func (w *Worker) gpu(slot int) string {
 		return ""
 	}
 	return w.cfg.SlotGPUs[slot]
+}
+
+// gpuUUID is the UUID of slot's GPU, "" if unknown.
+func (w *Worker) gpuUUID(slot int) string {
+	if w.cfg.SlotGPUUUIDs == nil {
+		return ""
+	}
+	return w.cfg.SlotGPUUUIDs[slot]
 }
 
 func (w *Worker) evalContext() (context.Context, context.CancelFunc) {

@@ -52,6 +52,11 @@ type Config struct {
 	// value) and records it in results. Defaults to none; when set it has
 	// one entry per slot (see SlotGPUs).
 	SlotGPUs []string
+	// SlotGPUUUIDs are the UUIDs of the slots' GPUs (see SlotUUIDs),
+	// recorded in results so that a faulty GPU can be found again after
+	// the fact; "" for a slot whose GPU's UUID is not known. Defaults to
+	// none; when set it has one entry per slot.
+	SlotGPUUUIDs []string
 	// EvalTimeout bounds one evaluation; past it the result is a timeout.
 	// Defaults to 0, no limit.
 	EvalTimeout time.Duration
@@ -129,6 +134,7 @@ func (c Config) validate() error {
 		{c.Slots < 1, "Slots", c.Slots, "need at least 1"},
 		{c.Evaluator == nil, "Evaluator", nil, "no evaluator"},
 		{c.SlotGPUs != nil && len(c.SlotGPUs) != c.Slots, "SlotGPUs", nil, fmt.Sprintf("%d GPU assignments for %d slots", len(c.SlotGPUs), c.Slots)},
+		{c.SlotGPUUUIDs != nil && len(c.SlotGPUUUIDs) != c.Slots, "SlotGPUUUIDs", nil, fmt.Sprintf("%d GPU UUIDs for %d slots", len(c.SlotGPUUUIDs), c.Slots)},
 		{c.EvalTimeout < 0, "EvalTimeout", c.EvalTimeout, "is negative"},
 		{c.FetchWait < 100*time.Millisecond, "FetchWait", c.FetchWait, "need at least 100ms"},
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -486,6 +487,34 @@ func TestWorkerOutcomes(t *testing.T) {
 	}
 }
 
+// Every result names its node: host, GPU index and UUID, and how the
+// evaluator's process ended.
+func TestWorkerRecordsNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const run = "node"
+	b.declare(t, run, broker.ConsumerConfig{Slots: 1})
+	b.publish(t, run, 1, 3)
+	ev := Command{Cmd: `case "$EVOQ_DESIGN_ID" in *-2) exit 3;; *-3) kill -KILL $$;; esac; echo '{"fitness": 1}'`}
+	b.start(t, Config{Run: run, ID: "w-node", Host: "node-17", Slots: 1, Evaluator: ev,
+		SlotGPUs: []string{"3"}, SlotGPUUUIDs: []string{"GPU-5e7d7c1a"}})
+	exit := func(r *schema.Result) string {
+		if r.Exit == nil {
+			return "none"
+		}
+		return strconv.Itoa(*r.Exit)
+	}
+	want := map[uint64]string{1: "ok exit 0 signal ", 2: "error exit 3 signal ", 3: "error exit none signal SIGKILL"}
+	for _, r := range b.results(t, run, 3) {
+		if r.Host != "node-17" || r.GPU != "3" || r.GPUUUID != "GPU-5e7d7c1a" {
+			t.Errorf("design %d: host %q gpu %q uuid %q; want node-17, 3, GPU-5e7d7c1a", r.Design.Seq, r.Host, r.GPU, r.GPUUUID)
+		}
+		if got := fmt.Sprintf("%s exit %s signal %s", r.Status, exit(r), r.Signal); got != want[r.Design.Seq] {
+			t.Errorf("design %d: %s, want %s", r.Design.Seq, got, want[r.Design.Seq])
+		}
+	}
+}
+
 func TestWorkerRejectsMalformedDesigns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -712,6 +741,7 @@ func TestNewValidates(t *testing.T) {
 		{"nil evaluator", func(c *Config) { c.Evaluator = nil }, "no evaluator"},
 		{"negative eval timeout", func(c *Config) { c.EvalTimeout = -time.Second }, "EvalTimeout -1s: is negative"},
 		{"fetch wait too short", func(c *Config) { c.FetchWait = 50 * time.Millisecond }, "FetchWait 50ms"},
+		{"GPU UUIDs for other slots", func(c *Config) { c.SlotGPUUUIDs = []string{"GPU-a", "GPU-b"} }, "SlotGPUUUIDs: 2 GPU UUIDs for 1 slots"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -180,7 +180,7 @@ func (c *exportCmd) write(run *schema.Run, rows []exportRow) error {
 
 // fixedColumns are the export's columns before the parameters.
 var fixedColumns = []string{"seq", "design_id", "counted", "verdict", "status", "fitness", "attempt", "worker", "host",
-	"slot", "gpu", "start", "stop", "duration_s", "origin", "parents", "error"}
+	"slot", "gpu", "gpu_uuid", "start", "stop", "duration_s", "origin", "parents", "error", "exit", "signal"}
 
 func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
 	params := paramColumns(run)
@@ -235,10 +235,14 @@ func fixedValues(row exportRow) []string {
 	if f := exportFitness(r); f != nil {
 		fitness = strconv.FormatFloat(*f, 'g', -1, 64)
 	}
+	exit := "" // no process ended with the evaluation: not the same as 0
+	if r.Exit != nil {
+		exit = strconv.Itoa(*r.Exit)
+	}
 	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.verdict == controller.Counted), row.verdict.String(), string(r.Status),
 		fitness, strconv.Itoa(r.Attempt), r.Worker, r.Host,
-		strconv.Itoa(r.Slot), r.GPU, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
-		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error}
+		strconv.Itoa(r.Slot), r.GPU, r.GPUUUID, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
+		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error, exit, r.Signal}
 }
 
 // exportFitness is the fitness export shows: a result's fitness only when

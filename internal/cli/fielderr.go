@@ -23,7 +23,7 @@ var controllerFlag = map[string]string{
 
 // workerFlag is the flag of each worker.Config field.
 var workerFlag = map[string]string{
-	"Run": "--run", "ID": "--id", "Slots": "--slots", "SlotGPUs": "--gpus", "EvalTimeout": "--eval-timeout",
+	"Run": "--run", "ID": "--id", "Slots": "--slots", "SlotGPUs": "--gpus", "SlotGPUUUIDs": "--gpus", "EvalTimeout": "--eval-timeout",
 	"Evaluator": "--evaluator", "Deadline": "--walltime", "WalltimeMargin": "--walltime-margin",
 	"MinEvalTime": "--min-eval-time",
 }

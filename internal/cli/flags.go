@@ -442,6 +442,22 @@ func (w *workerFlags) slotGPUs() []string {
 	return worker.SlotGPUs(w.gpuIDs, w.slots, w.slotsPerGPU)
 }
 
+// slotGPUUUIDs are the UUIDs of the slots' GPUs, or nil without GPUs.
+// Without them the run goes on: they only label the results.
+func (w *workerFlags) slotGPUUUIDs(ctx context.Context, log logrus.FieldLogger) []string {
+	gpus := w.slotGPUs()
+	if gpus == nil {
+		return nil
+	}
+	uuids, err := worker.GPUUUIDs(ctx, os.Getenv)
+	if err != nil {
+		log.WithError(err).Warn("GPU UUIDs not found: results record the GPU index only")
+	}
+	out := worker.SlotUUIDs(gpus, uuids)
+	log.WithField("gpu_uuids", strings.Join(out, ",")).Debug("GPU UUIDs of the slots")
+	return out
+}
+
 func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })

@@ -95,7 +95,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	defer cancel()
 	var w *worker.Worker
 	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
-		SlotGPUs: c.w.slotGPUs(), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
+		SlotGPUs: c.w.slotGPUs(), SlotGPUUUIDs: c.w.slotGPUUUIDs(ctx, log), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
 		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log,
 		RunsUnlisted: c.runsUnlisted()}
 	if !giveUp.IsZero() {

@@ -33,6 +33,9 @@ type page struct {
 	Generated string
 	Span      string
 	Best      string
+	// HostColumns and Hosts are the status breakdown by host.
+	HostColumns []schema.Status
+	Hosts       []pageHost
 }
 
 type pageChart struct {
@@ -68,6 +71,8 @@ func WriteHTML(w io.Writer, a *Analysis, charts []Chart, generated time.Time) er
 		pg.Statuses = append(pg.Statuses, pageStatus{Name: string(s), Count: n, Percent: pct,
 			Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B))})
 	}
+	pg.HostColumns = hostStatuses(a.Hosts)
+	pg.Hosts = hostRows(a.Hosts, pg.HostColumns)
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, pg); err != nil {
 		return fmt.Errorf("report page: %w", err)
@@ -107,6 +112,8 @@ figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; margin-top: 0.3em; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; vertical-align: middle; margin-right: 0.3em; }
 .broken { color: #d62728; font-weight: bold; }
+.bar { display: flex; width: 12em; height: 0.9em; background: #eee; }
+.bar span { display: block; height: 100%; }
 code { font-size: 0.9em; }
 </style>
 </head>
@@ -128,6 +135,13 @@ code { font-size: 0.9em; }
 <tr><th>status</th><th>designs</th><th>share</th></tr>
 {{range .Statuses}}<tr><td><span class="swatch" style="background: {{.Color}}"></span>{{.Name}}</td><td class="num">{{.Count}}</td><td class="num">{{.Percent}}</td></tr>
 {{end}}</table>
+
+{{if .Hosts}}<h3 id="hosts">By host</h3>
+<p class="sub">Every result the run stored, counted or not, by the host that evaluated it; the hosts with the largest share of errors and timeouts first.</p>
+<table class="hosts">
+<tr><th>host</th><th>workers</th><th>GPUs</th>{{range .HostColumns}}<th>{{status .}}</th>{{end}}<th>results</th><th>failed</th><th></th></tr>
+{{range .Hosts}}<tr><td><code>{{.Name}}</code></td><td class="num">{{.Workers}}</td><td class="num">{{.GPUs}}</td>{{range .Counts}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.Results}}</td><td class="num">{{.Failed}}</td><td><div class="bar">{{range .Segments}}<span style="{{.Style}}" title="{{.Title}}"></span>{{end}}</div></td></tr>
+{{end}}</table>{{end}}
 
 {{range .Charts}}<figure id="{{.Name}}">
 <img class="chart" src="{{.Src}}" width="{{.Width}}" height="{{.Height}}" alt="{{.Title}}">

@@ -1,9 +1,9 @@
 // Package report pictures a run: from its stored results (and the workers'
 // heartbeats where they are still kept) it draws best fitness against
 // evaluations and against time, a per-slot Gantt chart coloured by status,
-// utilization over time and the status breakdown, lists the top designs,
-// and writes it all as one self-contained HTML page with the charts also
-// as PNG files.
+// utilization over time and the status breakdown, overall and by host,
+// lists the top designs, and writes it all as one self-contained HTML
+// page with the charts also as PNG files.
 package report
 
 import (
@@ -112,6 +112,7 @@ type Analysis struct {
 	Utilization float64 // busy slot-time over known slot lifetime
 	Rate        float64 // evaluations per second over the run's span
 	Top         []Design
+	Hosts       []Host // the run's results by host, most failures first
 
 	// Series, in stream order or time order.
 	bestByEval  []point // evaluation number → best so far
@@ -131,6 +132,7 @@ func Analyze(in Input) *Analysis {
 	}
 	var counted []*schema.Result
 	in.Results, counted = a.judge(in)
+	a.Hosts = hostBreakdown(in.Results)
 	a.Start, a.End = timeBounds(in)
 	secs := func(t time.Time) float64 { return t.Sub(a.Start).Seconds() }
 	a.spanSeconds = math.Max(secs(a.End), 0)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image/png"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,98 @@ func TestGanttScalesToManySlots(t *testing.T) {
 	}
 	if c.Height > 18*chartDPI {
 		t.Errorf("Gantt chart %d pixels high for 10,000 slots, want at most %d", c.Height, 18*chartDPI)
+	}
+}
+
+// onHost puts a sample result on a host and GPU.
+func onHost(e Entry, host, gpu, uuid string) Entry {
+	e.Result.Host, e.Result.GPU, e.Result.GPUUUID = host, gpu, uuid
+	return e
+}
+
+// hostSample: node-a evaluates well on two GPUs (two workers share GPU 0,
+// known by index only); node-b fails its designs, once on a design that
+// node-a then finishes (a duplicate for the counting rule, still node-b's
+// failure); one design is lost; a foreign result is no part of the run.
+func hostSample() Input {
+	foreign := result(9, "w9", 0, 0, 1, schema.StatusError, schema.InfeasibleFitness)
+	foreign.Result.Run, foreign.Result.Design.Run = "other", "other"
+	foreign.Result.DesignID = schema.DesignID("other", 9)
+	foreign.Result.Design.ID = foreign.Result.DesignID
+	lost := result(6, "", 0, 0, 0, schema.StatusLost, schema.InfeasibleFitness)
+	lost.Result.Start, lost.Result.Stop = time.Time{}, time.Time{}
+	return Input{RunID: "r", Run: &schema.Run{Run: "r", Phase: schema.PhaseDone, Budget: 6, Init: 2},
+		Results: []Entry{
+			onHost(result(1, "b1", 0, 0, 1, schema.StatusError, schema.InfeasibleFitness), "node-b", "0", "GPU-b0"),
+			onHost(result(1, "a1", 0, 0, 2, schema.StatusOK, 0.5), "node-a", "0", ""),
+			onHost(result(2, "a2", 0, 0, 2, schema.StatusOK, 0.6), "node-a", "0", ""),
+			onHost(result(3, "a1", 1, 0, 2, schema.StatusInfeasible, schema.InfeasibleFitness), "node-a", "1", ""),
+			onHost(result(4, "b1", 0, 1, 2, schema.StatusTimeout, schema.InfeasibleFitness), "node-b", "0", "GPU-b0"),
+			onHost(result(5, "b1", 0, 2, 3, schema.StatusOK, 0.7), "node-b", "0", "GPU-b0"),
+			lost,
+			onHost(foreign, "node-x", "0", ""),
+		},
+		Generated: at(5),
+	}
+}
+
+func TestHostBreakdown(t *testing.T) {
+	t.Parallel()
+	a := Analyze(hostSample())
+	type row struct {
+		name                            string
+		workers, gpus, results          int
+		ok, infeasible, errs, tmo, lost int
+	}
+	var got []row
+	for _, h := range a.Hosts {
+		c := h.Counts
+		got = append(got, row{h.Name, h.Workers, h.GPUs, h.Results,
+			c[schema.StatusOK], c[schema.StatusInfeasible], c[schema.StatusError], c[schema.StatusTimeout], c[schema.StatusLost]})
+	}
+	want := []row{
+		{"node-b", 1, 1, 3, 1, 0, 1, 1, 0}, // 2 of 3 failed: first
+		{"", 0, 0, 1, 0, 0, 0, 0, 1},       // lost: no failure of a host
+		{"node-a", 2, 2, 3, 2, 1, 0, 0, 0},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hosts\n got %+v\nwant %+v", got, want)
+	}
+	if f := a.Hosts[0].Failed(); math.Abs(f-2.0/3) > 1e-9 {
+		t.Errorf("node-b failed %v, want 2/3", f)
+	}
+
+	var page bytes.Buffer
+	if err := WriteHTML(&page, a, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	b, none, aa := strings.Index(html, "<code>node-b</code>"), strings.Index(html, "<code>none (lost designs)</code>"), strings.Index(html, "<code>node-a</code>")
+	if b < 0 || none < b || aa < none || strings.Contains(html, "node-x") {
+		t.Errorf("host rows at %d, %d, %d (node-x: %v); want node-b, lost, node-a in that order, no foreign host",
+			b, none, aa, strings.Contains(html, "node-x"))
+	}
+	// node-b's bar: a third ok, a third error, a third timeout.
+	for _, seg := range []string{`title="ok: 1"`, `title="error: 1"`, `title="timeout: 1"`, "width: 33.333%"} {
+		if !strings.Contains(html[b:none], seg) {
+			t.Errorf("node-b's row lacks %s:\n%s", seg, html[b:none])
+		}
+	}
+	if !strings.Contains(html[b:none], "66.7%") {
+		t.Errorf("node-b's row lacks its failed share 66.7%%:\n%s", html[b:none])
+	}
+}
+
+// A status the report does not know (written by a later evoq) gets a
+// column of its own rather than vanishing from the host table.
+func TestHostStatusesKeepUnknown(t *testing.T) {
+	t.Parallel()
+	hosts := []Host{{Name: "n", Results: 2, Counts: map[schema.Status]int{schema.StatusOK: 1, "retried": 1}}}
+	cols := hostStatuses(hosts)
+	if !slices.Equal(cols, append(append([]schema.Status(nil), statusOrder...), "retried")) {
+		t.Errorf("columns %v", cols)
+	}
+	if rows := hostRows(hosts, cols); len(rows) != 1 || rows[0].Counts[len(cols)-1] != 1 || len(rows[0].Segments) != 2 {
+		t.Errorf("rows %+v", rows)
 	}
 }
