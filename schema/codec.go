@@ -371,12 +371,21 @@ func (r *Run) Validate() error {
 		return invalid("run", "run", "%v", err)
 	}
 	switch r.Phase {
-	case PhaseStarting, PhaseRunning, PhaseDraining, PhaseDone:
+	case PhaseStarting, PhaseRunning, PhaseDraining, PhaseDone, PhaseFailed:
 	default:
 		return invalid("run", "phase", "%q is not a run phase", r.Phase)
 	}
 	if r.Budget < 1 {
 		return invalid("run", "budget", "%d < 1", r.Budget)
+	}
+	if r.FailFast < -1 {
+		return invalid("run", "fail_fast", "%d < -1", r.FailFast)
+	}
+	if r.MadeUp < 0 || r.MadeUp >= r.Budget {
+		return invalid("run", "made_up", "%d outside 0..budget-1 (%d)", r.MadeUp, r.Budget-1)
+	}
+	if r.Failure != nil && r.Failure.Attempts < 1 {
+		return invalid("run", "failure", "attempts %d < 1", r.Failure.Attempts)
 	}
 	return nil
 }

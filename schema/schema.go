@@ -100,6 +100,10 @@ const (
 	PhaseRunning  Phase = "running"  // designs are being published
 	PhaseDraining Phase = "draining" // budget published, waiting for its results
 	PhaseDone     Phase = "done"     // every design of the budget has a terminal result
+	// PhaseFailed: the controller stopped the run because its first
+	// attempts all failed (Run.Failure says how); a controller started
+	// on the run again continues it.
+	PhaseFailed Phase = "failed"
 )
 
 // Design is one candidate to evaluate, published on DesignSubject(run).
@@ -203,9 +207,36 @@ type Run struct {
 	SeedsFrom string           `msgpack:"seeds_from,omitempty" json:"seeds_from,omitempty"`
 	Seeds     []map[string]any `msgpack:"seeds,omitempty" json:"seeds,omitempty"`
 	// Changes are the settings changed on purpose by restarts, oldest first.
-	Changes []Change  `msgpack:"changes,omitempty" json:"changes,omitempty"`
+	Changes []Change `msgpack:"changes,omitempty" json:"changes,omitempty"`
+	// FailFast is how many first attempts the fail-fast check judges: the
+	// run fails when they all end in error or timeout. -1: off; 0 in runs
+	// recorded before it was kept.
+	FailFast int `msgpack:"fail_fast,omitempty" json:"fail_fast,omitempty"`
+	// FailFastFrom is the results stream sequence after which attempts
+	// count for that check: 0 for the run's first start; a controller that
+	// continues a failed run moves it to the run's last stored result.
+	FailFastFrom uint64 `msgpack:"fail_fast_from,omitempty" json:"fail_fast_from,omitempty"`
+	// MadeUp is the part of Budget added by controllers that continued a
+	// failed run, one design per design that had ended in error or timeout
+	// before it failed, so that the budget given is spent on evaluations.
+	MadeUp int `msgpack:"made_up,omitempty" json:"made_up,omitempty"`
+	// Failure says why the run failed; set with phase failed only.
+	Failure *Failure  `msgpack:"failure,omitempty" json:"failure,omitempty"`
 	Created time.Time `msgpack:"created" json:"created"`
 	Updated time.Time `msgpack:"updated" json:"updated"`
+}
+
+// Failure is the fail-fast check's verdict on a run whose first attempts
+// all failed.
+type Failure struct {
+	// Attempts is the number of attempts judged, all error or timeout.
+	Attempts int `msgpack:"attempts" json:"attempts"`
+	// StreamSeq is the results stream sequence of the attempt that decided.
+	StreamSeq uint64 `msgpack:"stream_seq" json:"stream_seq"`
+	// Error is the most common error text among them, clipped, and Count
+	// how many of them had it.
+	Error string `msgpack:"error" json:"error"`
+	Count int    `msgpack:"count" json:"count"`
 }
 
 // Change is one setting of a run changed by a restarted controller.

@@ -822,6 +822,15 @@ func TestRunValidate(t *testing.T) {
 		{"empty phase", func(r *schema.Run) { r.Phase = "" }, "phase"},
 		{"no budget", func(r *schema.Run) { r.Budget = 0 }, "budget"},
 		{"negative budget", func(r *schema.Run) { r.Budget = -5 }, "budget"},
+		{"failed", func(r *schema.Run) {
+			r.Phase, r.FailFast, r.FailFastFrom, r.MadeUp = schema.PhaseFailed, 10, 37, 12
+			r.Failure = &schema.Failure{Attempts: 10, StreamSeq: 47, Error: "sh: 1: x: not found", Count: 10}
+		}, ""},
+		{"fail-fast off", func(r *schema.Run) { r.FailFast = -1 }, ""},
+		{"fail-fast below off", func(r *schema.Run) { r.FailFast = -2 }, "fail_fast"},
+		{"negative made up", func(r *schema.Run) { r.MadeUp = -1 }, "made_up"},
+		{"all of the budget made up", func(r *schema.Run) { r.MadeUp = r.Budget }, "made_up"},
+		{"a failure of no attempt", func(r *schema.Run) { r.Failure = &schema.Failure{} }, "failure"},
 	})
 }
 
