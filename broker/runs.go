@@ -44,18 +44,29 @@ func LastValues(ctx context.Context, js jetstream.JetStream, bucket string) ([]j
 	}
 }
 
-// RunsInProgress lists, sorted, the runs in the run bucket that are not
-// done: the runs a worker can join. Entries that do not decode are left
-// out. Listing needs more than a worker or reader credential allows: they
-// read their own run's entry only.
+// RunsInProgress lists, sorted, the runs in the run bucket that are
+// neither done nor failed: the runs a worker can join. Entries that do not
+// decode are left out. Listing needs more than a worker or reader
+// credential allows: they read their own run's entry only.
 func RunsInProgress(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	return runsWhere(ctx, js, func(p schema.Phase) bool { return p != schema.PhaseDone && p != schema.PhaseFailed })
+}
+
+// RunsUnfinished lists, sorted, the runs in the run bucket that are not
+// done: those in progress and those failed, which a controller may
+// continue.
+func RunsUnfinished(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	return runsWhere(ctx, js, func(p schema.Phase) bool { return p != schema.PhaseDone })
+}
+
+func runsWhere(ctx context.Context, js jetstream.JetStream, keep func(schema.Phase) bool) ([]string, error) {
 	entries, err := LastValues(ctx, js, schema.RunBucket)
 	if err != nil {
 		return nil, err
 	}
 	var runs []string
 	for _, e := range entries {
-		if r, err := schema.DecodeRun(e.Value()); err == nil && r.Phase != schema.PhaseDone {
+		if r, err := schema.DecodeRun(e.Value()); err == nil && keep(r.Phase) {
 			runs = append(runs, e.Key())
 		}
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // The runs a worker can join are the run bucket's entries that decode and
-// are not done; a broker no controller ever used has none.
+// are neither done nor failed; a controller may continue a failed one too.
+// A broker no controller ever used has none.
 func TestRunsInProgress(t *testing.T) {
 	t.Parallel()
 	ctx := testutil.Context(t, time.Minute)
@@ -51,6 +52,7 @@ func TestRunsInProgress(t *testing.T) {
 	put("gone", schema.PhaseRunning)
 	put("drain", schema.PhaseDraining)
 	put("drain", schema.PhaseDone) // only the last value counts
+	put("broken", schema.PhaseFailed)
 	if err := kv.Delete(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -60,5 +62,9 @@ func TestRunsInProgress(t *testing.T) {
 	runs, err := broker.RunsInProgress(ctx, js)
 	if want := []string{"alpha", "zeta"}; err != nil || !reflect.DeepEqual(runs, want) {
 		t.Fatalf("RunsInProgress = %v, %v; want %v", runs, err, want)
+	}
+	runs, err = broker.RunsUnfinished(ctx, js)
+	if want := []string{"alpha", "broken", "zeta"}; err != nil || !reflect.DeepEqual(runs, want) {
+		t.Fatalf("RunsUnfinished = %v, %v; want %v", runs, err, want)
 	}
 }
