@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -73,17 +74,17 @@ func (w *Worker) leave(kv jetstream.KeyValue, key string) {
 	_ = kv.Delete(ctx, key)
 }
 
-// watchRun stops the worker when its run is done. It listens to the run's
-// key with a plain NATS subscription (renewed by the client across broker
-// restarts) and also reads the key every RunPoll, in case the update came
-// while the broker was out of reach.
+// watchRun stops the worker when its run is done or failed. It listens to
+// the run's key with a plain NATS subscription (renewed by the client
+// across broker restarts) and also reads the key every RunPoll, in case
+// the update came while the broker was out of reach.
 func (w *Worker) watchRun() {
 	defer w.bg.Done()
-	done := make(chan struct{}, 1)
+	ended := make(chan *schema.Run, 1)
 	sub, err := w.js.Conn().Subscribe("$KV."+schema.RunBucket+"."+w.cfg.Run, func(m *nats.Msg) {
-		if w.runDone(m.Data) {
+		if r := runEnded(m.Data); r != nil {
 			select {
-			case done <- struct{}{}:
+			case ended <- r:
 			default:
 			}
 		}
@@ -94,16 +95,21 @@ func (w *Worker) watchRun() {
 	t := time.NewTicker(RunPoll)
 	defer t.Stop()
 	for {
+		var r *schema.Run
 		select {
 		case <-w.fetchCtx.Done():
 			return
-		case <-done:
+		case r = <-ended:
 		case <-t.C:
-			if !w.readRunDone() {
+			if r = w.readRunEnded(); r == nil {
 				continue
 			}
 		}
-		w.leaveDone()
+		if r.Phase == schema.PhaseFailed {
+			w.leaveFailed(r.Failure)
+		} else {
+			w.leaveDone()
+		}
 		return
 	}
 }
@@ -122,23 +128,49 @@ func (w *Worker) leaveDone() {
 	w.stopNow()
 }
 
+// leaveFailed stops the worker because the controller stopped its run,
+// none of whose first evaluations worked. The worker stops taking designs
+// but lets running evaluations finish and store their results, like a
+// drain: a worker whose evaluator works loses nothing, and the run's
+// next controller counts them. It then ends with ErrRunFailed, so that
+// a batch system shows a failed step.
+func (w *Worker) leaveFailed(f *schema.Failure) {
+	err := ErrRunFailed
+	l := w.log.WithField("busy", w.busy.Load())
+	if f != nil {
+		err = fmt.Errorf("%w: %d of its first %d evaluations failed with %q", ErrRunFailed, f.Count, f.Attempts, f.Error)
+		l = l.WithField("error", f.Error)
+	}
+	w.failed.Store(&err)
+	l.Error("run failed: none of its first evaluations worked; leaving once the running ones end (check this worker's evaluator and environment)")
+	w.stopOnce.Do(func() {})
+	w.fetchCancel()
+}
+
 // RunPoll is how often a worker reads its run's state as a backstop.
 const RunPoll = 2 * time.Second
 
-func (w *Worker) readRunDone() bool {
+func (w *Worker) readRunEnded() *schema.Run {
 	ctx, cancel := context.WithTimeout(w.fetchCtx, RunPoll)
 	defer cancel()
 	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
 	if err != nil {
-		return false
+		return nil
 	}
 	e, err := kv.Get(ctx, w.cfg.Run)
-	return err == nil && w.runDone(e.Value())
+	if err != nil {
+		return nil
+	}
+	return runEnded(e.Value())
 }
 
-func (w *Worker) runDone(data []byte) bool {
+// runEnded is the run's record when it is done or failed, else nil.
+func runEnded(data []byte) *schema.Run {
 	r, err := schema.DecodeRun(data)
-	return err == nil && r.Phase == schema.PhaseDone
+	if err != nil || (r.Phase != schema.PhaseDone && r.Phase != schema.PhaseFailed) {
+		return nil
+	}
+	return r
 }
 
 // untilClosed is a context that ends when ch is closed, or when cancel is

@@ -89,6 +89,8 @@ func (s RunSighting) String() string {
 		fmt.Fprintf(&b, "run %s is not on the broker: no controller has started it", s.Run)
 	case s.Phase == schema.PhaseDone:
 		fmt.Fprintf(&b, "run %s is done", s.Run)
+	case s.Phase == schema.PhaseFailed:
+		fmt.Fprintf(&b, "run %s failed (none of its first evaluations worked) and no controller has continued it", s.Run)
 	default:
 		fmt.Fprintf(&b, "run %s is %s; its work queue is not there yet", s.Run, s.Phase)
 	}
@@ -191,6 +193,8 @@ func (w *Worker) noteWait(ctx context.Context, ww *WaitWarnings, began time.Time
 		log.Warn("cannot read the run's state; waiting for the run")
 	case s.Phase == schema.PhaseDone:
 		log.Warn("run is done on the broker; waiting in case it is continued")
+	case s.Phase == schema.PhaseFailed:
+		log.Warn("run failed: none of its first evaluations worked; waiting for a controller to continue it (fix the evaluator, then continue the run)")
 	case s.Absent():
 		log.Warn("run is not on the broker; waiting for it (check the run ID)")
 	default:

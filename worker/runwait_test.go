@@ -50,6 +50,8 @@ func TestRunSighting(t *testing.T) {
 		{name: "done", s: RunSighting{Run: "old", Phase: schema.PhaseDone, InProgress: []string{"new"}}, absent: true,
 			says:   []string{"run old is done", "runs in progress on the broker: new"},
 			fields: map[string]any{"phase": "done", "runs_in_progress": "new"}},
+		{name: "failed", s: RunSighting{Run: "broken", Phase: schema.PhaseFailed},
+			says: []string{"run broken failed (none of its first evaluations worked) and no controller has continued it"}},
 		{name: "starting", s: RunSighting{Run: "real", Phase: schema.PhaseStarting},
 			says: []string{"run real is starting; its work queue is not there yet"}},
 		{name: "a run's credential", s: RunSighting{Run: "raal", Unlisted: true}, absent: true,

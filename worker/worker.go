@@ -32,6 +32,10 @@ const (
 	FetchWaitDefault = 10 * time.Second
 )
 
+// ErrRunFailed means the worker left because the controller stopped its
+// run: none of the run's first evaluations worked (schema.PhaseFailed).
+var ErrRunFailed = errors.New("the run failed")
+
 // ErrConfig means a Config field is invalid: the error is a
 // *schema.FieldError naming it.
 var ErrConfig = errors.New("invalid worker config")
@@ -174,6 +178,8 @@ type Worker struct {
 	started   time.Time
 	// lateForRun: the run was done when the worker joined it.
 	lateForRun bool
+	// failed is why the worker left a failed run; nil otherwise.
+	failed atomic.Pointer[error]
 
 	// The walltime check: now and walltimeEvery are time.Now and
 	// walltimeCheckEvery, which tests change to force a late design;
@@ -284,6 +290,9 @@ func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 	var cons jetstream.Consumer
 	err := broker.Retry(joinCtx, b, func() (err error) {
 		cons, err = w.js.Consumer(joinCtx, schema.DesignStream, schema.ConsumerName(w.cfg.Run))
+		if err == nil {
+			err = w.notFailed(joinCtx)
+		}
 		return err
 	})
 	var re *broker.RetryError
@@ -298,6 +307,23 @@ func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("join run %s: %w (last error: %v)", w.cfg.Run, re.Stop, re.Last)
 	}
 	return cons, err
+}
+
+// errRunFailed is a join's reason to wait: the run failed and keeps its
+// work queue, but no controller serves it until one continues the run.
+var errRunFailed = errors.New("the run failed; waiting for a controller to continue it")
+
+// notFailed refuses to join a failed run. A worker started for it (a job
+// script started again after a fix, or `evoq run --resume` starting its
+// workers before its controller records the run as continued) waits until
+// a controller continues the run, instead of leaving with ErrRunFailed at
+// once. When the phase cannot be read the worker joins: its watch on the
+// run's state sees the phase later.
+func (w *Worker) notFailed(ctx context.Context) error {
+	if phase, err := runPhase(ctx, w.js, w.cfg.Run); err == nil && phase == schema.PhaseFailed {
+		return errRunFailed
+	}
+	return nil
 }
 
 // runSpace reads the run's search space from its run state, so that the
@@ -356,6 +382,16 @@ func (w *Worker) stopNow() {
 
 // Done is closed when every slot has stopped and presence is removed.
 func (w *Worker) Done() <-chan struct{} { return w.doneCh }
+
+// Err says, once Done is closed, why the worker left when that was no
+// normal end: an error matching ErrRunFailed when its run failed. Nil
+// otherwise.
+func (w *Worker) Err() error {
+	if p := w.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Busy is the number of slots evaluating now.
 func (w *Worker) Busy() int { return int(w.busy.Load()) }

@@ -724,6 +724,60 @@ func TestWorkerStopsWhenRunDone(t *testing.T) {
 	}
 }
 
+// A worker whose run fails stops taking designs, lets the evaluation it
+// runs finish and store its result, and ends with ErrRunFailed quoting the
+// run's failure. A worker started for a failed run waits until a
+// controller continues it.
+func TestWorkerLeavesFailedRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const run = "failing"
+	b.declare(t, run, broker.ConsumerConfig{Slots: 1})
+	b.putRun(t, run, schema.PhaseRunning)
+	g := newGate()
+	w := b.start(t, Config{Run: run, ID: "w-failed", Slots: 1, Evaluator: g})
+	b.publish(t, run, 1, 1)
+	g.waitStarted(t)
+	kv, err := b.JS.KeyValue(b.ctx, schema.RunBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := schema.EncodeRun(&schema.Run{Run: run, Phase: schema.PhaseFailed, Budget: 10, Created: time.Now(), Updated: time.Now(),
+		Failure: &schema.Failure{Attempts: 10, StreamSeq: 10, Error: "sh: 1: nonexistent-prog: not found", Count: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(b.ctx, run, data); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.fetchCtx.Done(): // it stopped taking designs
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker still takes designs 10 s after its run failed")
+	}
+	close(g.release)
+	waitDone(t, w, 10*time.Second)
+	if err := w.Err(); !errors.Is(err, ErrRunFailed) || !strings.Contains(err.Error(), "nonexistent-prog: not found") {
+		t.Errorf("Err = %v; want ErrRunFailed quoting the run's failure", err)
+	}
+	if n := b.count(t, schema.ResultStream, schema.ResultSubject(run)); n != 1 {
+		t.Errorf("%d results; want the running evaluation's 1", n)
+	}
+
+	late, err := New(b.JS, Config{Run: run, ID: "w-late", Evaluator: noop, Logger: testutil.Logger(t), JoinTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Start(b.ctx); !errors.Is(err, ErrNoRun) || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("Start on a failed run = %v; want ErrNoRun saying it failed", err)
+	}
+	b.putRun(t, run, schema.PhaseStarting) // a controller continues the run
+	again := b.start(t, Config{Run: run, ID: "w-again", Slots: 1, Evaluator: noop})
+	if again.Err() != nil {
+		t.Errorf("a worker of the continued run: %v", again.Err())
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	ok := Config{Run: "r1", ID: "w1", Slots: 1, Evaluator: noop}
