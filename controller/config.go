@@ -88,6 +88,14 @@ type Config struct {
 	// to hand out, before the controller warns with a diagnosis. Defaults
 	// to IdleAlarmDefault; IdleAlarmOff (or any negative) turns it off.
 	IdleAlarm time.Duration
+	// FailFast is how many first attempts of the run are judged: when they
+	// all end in error or timeout, none ok or infeasible, the controller
+	// stops the run with phase failed and ErrFailed (see FailFast). It is
+	// fixed when the run starts and recorded, so that a restart judges
+	// the same attempts. Defaults to the larger of FailFastDefault,
+	// ExpectSlots and WaitSlots: a run that expects many slots hears from
+	// more of them before it gives up. FailFastOff turns the check off.
+	FailFast int
 	// JoinHint says how a worker joins this run (a command line, say),
 	// for the warning about a run without a live slot (see
 	// NoSlotRepeatMax), which is given after IdleAlarm too. Defaults to
@@ -134,6 +142,7 @@ func (c Config) withDefaults() Config {
 	if c.IdleAlarm == 0 {
 		c.IdleAlarm = IdleAlarmDefault
 	}
+	setDefault(&c.FailFast, max(FailFastDefault, c.ExpectSlots, c.WaitSlots))
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -194,6 +203,7 @@ func (c Config) ValidateGiven() error {
 		check{c.AckWait < 0 || (c.AckWait > 0 && c.AckWait < broker.MinAckWait), "AckWait", c.AckWait,
 			fmt.Sprintf("need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered", broker.MinAckWait), nil},
 		check{c.MaxDeliver < 0, "MaxDeliver", c.MaxDeliver, "need at least 1, or a design could never be delivered", nil},
+		check{c.FailFast < FailFastOff, "FailFast", c.FailFast, "must be at least 1, or FailFastOff", nil},
 		check{c.Progress < 0 || (c.Progress > 0 && c.Progress < 10*time.Millisecond), "Progress", c.Progress, "want at least 10ms", nil},
 		check{c.Pool > 0 && c.Init > 0 && c.Pool > c.Init, "Pool", c.Pool,
 			fmt.Sprintf("is larger than Init %d: the pool is filled from the initial random designs; raise Init or lower Pool", c.Init), []string{"Init", "Pool"}},
@@ -234,7 +244,15 @@ func (c Config) Fields() logrus.Fields {
 		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": seedText(c.Seed),
 		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
+		"fail_fast": failFastText(c.FailFast),
 	}
+}
+
+func failFastText(n int) string {
+	if n < 0 {
+		return "off"
+	}
+	return fmt.Sprint(n)
 }
 
 func marginText(m int) string {

@@ -30,6 +30,9 @@ import (
 //     when a silent one is given up, not what the search does; the fold
 //     never reads them, and what they decide (a lost design) is itself
 //     recorded in the results stream.
+//   - FailFast only decides whether the run stops for want of a working
+//     evaluator; a change is recorded, so that replay judges the run as
+//     the controller that runs it does.
 //
 // Everything the fold or the design generator reads (Space, Seed, Init,
 // Pool, Replace, Tournament, Seeds) is fixed for the run's life: changing
@@ -110,6 +113,7 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	}
 	k.changeable("Margin", "margin", rec.Margin, &cfg.Margin, func(v int) string { return strings.Fields(marginText(v))[0] }, now)
 	k.changeable("MaxDeliver", "max_deliver", rec.MaxDeliver, &cfg.MaxDeliver, func(v int) string { return fmt.Sprint(v) }, now)
+	k.changeable("FailFast", "fail_fast", rec.FailFast, &cfg.FailFast, failFastText, now)
 	recAck, ack := int(rec.AckWait), int(cfg.AckWait)
 	k.changeable("AckWait", "ack_wait", recAck, &ack, func(v int) string { return time.Duration(v).String() }, now)
 	cfg.AckWait = time.Duration(ack)
@@ -146,16 +150,23 @@ func (k *Continuation) changeable(field, name string, rec int, given *int, text 
 	}
 }
 
+// continueBudget compares a given budget with the one given before: the
+// recorded budget less the designs made up for a failed start (see
+// MakeUp), which the run keeps on top of any budget given.
 func continueBudget(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
+	own := rec.Budget - rec.MadeUp
 	switch {
 	case cfg.Budget == 0:
 		cfg.Budget = rec.Budget
 		k.Taken = append(k.Taken, fmt.Sprintf("budget=%d", rec.Budget))
-	case cfg.Budget < rec.Budget:
-		return &SettingError{Field: "Budget", Recorded: fmt.Sprint(rec.Budget), Given: fmt.Sprint(cfg.Budget),
+	case cfg.Budget < own:
+		return &SettingError{Field: "Budget", Recorded: fmt.Sprint(own), Given: fmt.Sprint(cfg.Budget),
 			Why: "a budget can grow mid-run but not shrink, since designs beyond the smaller one may be published already (stop the run instead)"}
-	case cfg.Budget > rec.Budget:
-		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "budget", From: fmt.Sprint(rec.Budget), To: fmt.Sprint(cfg.Budget)})
+	case cfg.Budget > own:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "budget", From: fmt.Sprint(own), To: fmt.Sprint(cfg.Budget)})
+		cfg.Budget += rec.MadeUp
+	default:
+		cfg.Budget = rec.Budget
 	}
 	return nil
 }
@@ -319,6 +330,12 @@ func RecordSettings(rec *schema.Run) []string {
 	}
 	if rec.Margin != 0 {
 		out = append(out, "margin="+strings.Fields(marginText(rec.Margin))[0])
+	}
+	if rec.FailFast != 0 {
+		out = append(out, "fail_fast="+failFastText(rec.FailFast))
+	}
+	if rec.MadeUp > 0 {
+		out = append(out, fmt.Sprintf("made_up=%d", rec.MadeUp))
 	}
 	out = append(out, "ack_wait="+rec.AckWait.String())
 	if rec.SeedsFrom != "" {

@@ -12,13 +12,13 @@ import (
 )
 
 // recorded is a run's record as a controller writes it: budget 300, seed
-// 7, init 30, pool 15.
+// 7, init 30, pool 15, fail-fast 10.
 func recorded(t *testing.T) *schema.Run {
 	t.Helper()
 	sp := mlpSpace(t)
 	return &schema.Run{Run: "x", Phase: schema.PhaseRunning, Budget: 300, Space: sp.Name(), SpaceYAML: sp.Source(),
 		Seed: 7, AckWait: 30 * time.Second, Init: 30, Pool: 15, Replace: "worst", Tournament: 3,
-		Margin: MarginAuto, MaxDeliver: 3}
+		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10}
 }
 
 func TestContinueTakesTheRecord(t *testing.T) {
@@ -76,6 +76,8 @@ func TestContinueGivenSettings(t *testing.T) {
 		{"a margin", func(c *Config) { c.Margin = 8 }, "", "margin:auto:8"},
 		{"an ack wait", func(c *Config) { c.AckWait = time.Minute }, "", "ack_wait:30s:1m0s"},
 		{"a redelivery limit", func(c *Config) { c.MaxDeliver = 5 }, "", "max_deliver:3:5"},
+		{"a fail-fast count", func(c *Config) { c.FailFast = 50 }, "", "fail_fast:10:50"},
+		{"fail-fast off", func(c *Config) { c.FailFast = FailFastOff }, "", "fail_fast:10:off"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,15 +117,16 @@ func TestContinueGivenSettings(t *testing.T) {
 func TestContinueOlderRecord(t *testing.T) {
 	t.Parallel()
 	rec := recorded(t)
-	rec.Tournament, rec.Margin, rec.MaxDeliver = 0, 0, 0
-	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5}, time.Now)
+	rec.Tournament, rec.Margin, rec.MaxDeliver, rec.FailFast = 0, 0, 0, 0
+	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5, ExpectSlots: 40}, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Tournament != 5 || cfg.MaxDeliver != 3 || cfg.Margin != MarginAuto {
-		t.Errorf("tournament %d, max deliver %d, margin %d; want the given 5 and the defaults", cfg.Tournament, cfg.MaxDeliver, cfg.Margin)
+	if cfg.Tournament != 5 || cfg.MaxDeliver != 3 || cfg.Margin != MarginAuto || cfg.FailFast != 40 {
+		t.Errorf("tournament %d, max deliver %d, margin %d, fail-fast %d; want the given 5 and the defaults (fail-fast: the 40 expected slots)",
+			cfg.Tournament, cfg.MaxDeliver, cfg.Margin, cfg.FailFast)
 	}
-	if got := strings.Join(k.Recorded, " "); got != "tournament margin max_deliver" {
+	if got := strings.Join(k.Recorded, " "); got != "tournament margin max_deliver fail_fast" {
 		t.Errorf("recorded now: %q", got)
 	}
 }
@@ -168,8 +171,52 @@ func TestContinueNewRun(t *testing.T) {
 func TestRecordSettings(t *testing.T) {
 	t.Parallel()
 	got := strings.Join(RecordSettings(recorded(t)), " ")
-	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto ack_wait=30s"
+	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s"
 	if got != want {
 		t.Errorf("RecordSettings = %q\nwant %q", got, want)
+	}
+}
+
+// A run continued after it failed fast keeps the designs made up for the
+// failed start on top of its budget: the budget given is compared with the
+// one given before, and a raise keeps them too.
+func TestContinueMadeUp(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		given  int
+		budget int    // continued with; 0: refused
+		change string // setting:from:to, or ""
+	}{
+		{"not given", 0, 312, ""},
+		{"the budget given before", 300, 312, ""},
+		{"a raise", 400, 412, "budget:300:400"},
+		{"less than given before", 299, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recorded(t)
+			rec.Budget, rec.MadeUp = 312, 12
+			cfg, k, err := resolve(rec, Config{Run: "x", Budget: tt.given}, func() time.Time { return now })
+			if tt.budget == 0 {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Field != "Budget" || se.Recorded != "300" {
+					t.Fatalf("resolve = %v; want a SettingError on Budget naming 300", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changes []string
+			for _, c := range k.Changes {
+				changes = append(changes, c.Setting+":"+c.From+":"+c.To)
+			}
+			if cfg.Budget != tt.budget || strings.Join(changes, " ") != tt.change {
+				t.Errorf("budget %d, changes %v; want %d, %q", cfg.Budget, changes, tt.budget, tt.change)
+			}
+		})
 	}
 }

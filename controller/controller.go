@@ -53,6 +53,12 @@ type Controller struct {
 	lastAlarm  time.Time
 	noSlot     noSlotAlarm
 	limitsFor  int // live slots the consumer's limits were last checked for
+	// The fail-fast check (see FailFast): its window starts after stream
+	// sequence failFrom; failure is its verdict once the run failed.
+	failFast *FailFast
+	failFrom uint64
+	madeUp   int // designs of the budget made up for failed starts
+	failure  *schema.Failure
 
 	results chan resultMsg
 	// The consumer of the results stream (see ResultsStall).
@@ -127,11 +133,16 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.replay(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.waitSlots(ctx); err != nil {
-		return nil, err
+	if c.failure == nil {
+		if err := c.waitSlots(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.loop(ctx); err != nil {
+			return nil, err
+		}
 	}
-	if err := c.loop(ctx); err != nil {
-		return nil, err
+	if c.failure != nil {
+		return nil, c.fail(ctx)
 	}
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
@@ -189,11 +200,19 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		return err
 	}
 	c.cfg = cfg
-	c.fold = NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
-	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if k != nil {
 		c.created = c.record.Created
 		c.changes = append(c.record.Changes, k.Changes...)
+		c.failFrom, c.madeUp = c.record.FailFastFrom, c.record.MadeUp
+		if c.record.Phase == schema.PhaseFailed {
+			if err := c.continueFailed(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	c.initState()
+	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
+	if k != nil {
 		c.log.WithFields(k.Fields()).Info("continuing the run with its recorded settings")
 	}
 	// The run state, with its search space, exists before the consumer, so
@@ -222,6 +241,14 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		"max_ack_pending": info.Config.MaxAckPending, "ack_wait": info.Config.AckWait,
 		"max_deliver": info.Config.MaxDeliver, "replicas": c.cfg.Replicas}).Info("work queue ready")
 	return nil
+}
+
+// initState makes what the controller folds the results stream into, for
+// the settings resolved against the run's record: the fold and the
+// fail-fast check.
+func (c *Controller) initState() {
+	c.fold = NewFold(NewTally(c.cfg.Run, c.cfg.Budget), c.cfg.Init, c.cfg.Pool, c.cfg.Replace)
+	c.failFast = NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 
 // StartRetry bounds the retries of the controller's first requests to the
@@ -258,12 +285,17 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		c.created = now
 	}
 	c.phase = p
+	var failure *schema.Failure
+	if p == schema.PhaseFailed {
+		failure = c.failure
+	}
 	data, err := schema.EncodeRun(&schema.Run{
 		Run: c.cfg.Run, Phase: p, Budget: c.cfg.Budget, Space: c.cfg.Space.Name(),
 		SpaceYAML: c.cfg.Space.Source(), Seed: *c.cfg.Seed, AckWait: c.cfg.AckWait,
 		Init: c.cfg.Init, Pool: c.cfg.Pool, Replace: string(c.cfg.Replace),
 		Tournament: c.cfg.Tournament, Margin: c.cfg.Margin, MaxDeliver: c.cfg.MaxDeliver,
 		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
+		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
 		Created: c.created, Updated: now,
 	})
 	if err != nil {

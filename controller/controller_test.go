@@ -661,7 +661,8 @@ func resolveNew(t *testing.T, c *Controller) {
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
-	c.cfg, c.fold = cfg, NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
+	c.cfg = cfg
+	c.initState()
 }
 
 // TestNewDesign checks that a design's content follows from the seed, its

@@ -120,6 +120,7 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	v := c.fold.Apply(m.res, m.err)
+	c.judge(m, v)
 	if v == Malformed {
 		f := logrus.Fields{"stream_seq": m.seq}
 		if m.res != nil {
@@ -157,14 +158,14 @@ func (c *Controller) logResult(r *schema.Result) {
 		"origin": r.Design.Origin}).Debug("result")
 }
 
-// loop runs until the budget is spent.
+// loop runs until the budget is spent or the run fails (see FailFast).
 func (c *Controller) loop(ctx context.Context) error {
 	tick := time.NewTicker(min(time.Second, c.cfg.Progress))
 	defer tick.Stop()
 	// Starts the no-slot clock with the ticker (unless the wait for slots
 	// started it), so that the alarm's ticks fall on its period.
 	c.warnNoSlot(ctx, c.cfg.Now())
-	for c.fold.Terminal() < c.cfg.Budget {
+	for c.fold.Terminal() < c.cfg.Budget && c.failure == nil {
 		if err := c.topUp(ctx); err != nil {
 			return err
 		}

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
+)
+
+// judge runs the fail-fast check on a result just applied to the fold.
+func (c *Controller) judge(m resultMsg, v Verdict) {
+	if c.failure != nil {
+		return
+	}
+	spent := c.fold.Terminal() >= c.cfg.Budget
+	if f := c.failFast.Observe(m.seq, m.res, v, spent); f != nil {
+		c.failure = f
+	}
+}
+
+// fail ends a run whose first attempts all failed: it records phase failed
+// with the verdict, so that workers leave and the run's record says why,
+// and returns a *FailedError.
+func (c *Controller) fail(ctx context.Context) error {
+	f := c.failure
+	c.log.WithFields(logrus.Fields{"attempts": f.Attempts, "stream_seq": f.StreamSeq, "error": f.Error,
+		"with_this_error": f.Count}).Error("the run's first evaluations all failed; stopping the run")
+	if err := c.setPhase(ctx, schema.PhaseFailed); err != nil {
+		return fmt.Errorf("record the run as failed: %w", err)
+	}
+	c.stopResults()
+	return &FailedError{Run: c.cfg.Run, Failure: *f}
+}
+
+// continueFailed continues a run that failed fast. The check's window
+// moves past every result stored so far, so that the failures it judged
+// are not judged again, and the budget grows by the designs the failed
+// start spent on errors (MakeUp). Both are recorded with the run before any
+// result is read, so a restart and replay judge from the same window and
+// count to the same budget.
+func (c *Controller) continueFailed(ctx context.Context) error {
+	var last uint64
+	err := startRetry(ctx, c.log, "read the run's last result", func() (err error) {
+		last, err = c.lastResultSeq(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	m := &MakeUp{From: c.record.FailFastFrom, To: last}
+	if last > m.From {
+		t := NewTally(c.cfg.Run, c.record.Budget)
+		err = broker.ReadResults(ctx, c.js, c.cfg.Run, func(seq uint64, _ time.Time, r *schema.Result, err error) error {
+			m.Add(seq, r, t.Judge(r, err))
+			if seq >= last {
+				return broker.ErrStopReading
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("count the designs of the failed start: %w", err)
+		}
+	}
+	now := c.cfg.Now()
+	c.changes = append(c.changes, schema.Change{At: now, Setting: "fail_fast_from",
+		From: strconv.FormatUint(c.failFrom, 10), To: strconv.FormatUint(last, 10)})
+	if n := m.Designs(); n > 0 {
+		c.changes = append(c.changes, schema.Change{At: now, Setting: "made_up",
+			From: strconv.Itoa(c.madeUp), To: strconv.Itoa(c.madeUp + n)})
+		c.madeUp += n
+		c.cfg.Budget += n
+	}
+	c.failFrom = last
+	f := logrus.Fields{"made_up": m.Designs(), "budget": c.cfg.Budget, "fail_fast_from": last}
+	if rf := c.record.Failure; rf != nil {
+		f["failed_with"] = rf.Error
+	}
+	c.log.WithFields(f).Info("continuing a failed run: its designs that ended in error or timeout are made up for, " +
+		"and the evaluations are judged again from the next result")
+	return nil
+}
