@@ -36,6 +36,7 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"short ack wait", []string{"--ack-wait", "2s"}, "--ack-wait 2s: need at least 3s"},
 		{"zero budget", []string{"--budget", "0"}, "--budget 0: need at least 1"},
 		{"tournament above pool", []string{"--tournament", "6", "--pool", "5"}, "--tournament 6: want 1..--pool (5)"},
+		{"negative fail-fast", []string{"--fail-fast", "-1"}, "--fail-fast -1: must be >= 0 (0 turns the check off)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -159,6 +159,7 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 	const flood = `head -c 20000000 /dev/zero | tr '\0' x`
 	for _, tc := range []struct {
 		name, cmd string
+		args      []string
 		check     func(t *testing.T, s *controller.Summary, results []*schema.Result)
 	}{{
 		name: "json-after-flood",
@@ -176,6 +177,9 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 	}, {
 		name: "flood-without-newline",
 		cmd:  flood,
+		// Every design fails here, which would fail the run at its end
+		// (--fail-fast); the point is what each result says.
+		args: []string{"--fail-fast", "0"},
 		check: func(t *testing.T, s *controller.Summary, results []*schema.Result) {
 			if s.Error != 6 {
 				t.Errorf("error %d, want 6 (ok %d)", s.Error, s.OK)
@@ -192,8 +196,8 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, dir := runJSON(t, time.Minute, "--run", "flood", "--eval-cmd", tc.cmd, "--slots", "2", "--budget", "6",
-				"--init", "4", "--pool", "2")
+			s, dir := runJSON(t, time.Minute, append([]string{"--run", "flood", "--eval-cmd", tc.cmd, "--slots", "2", "--budget", "6",
+				"--init", "4", "--pool", "2"}, tc.args...)...)
 			if s.Evaluations != 6 {
 				t.Fatalf("evaluations %d, want 6", s.Evaluations)
 			}

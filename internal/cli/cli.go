@@ -13,6 +13,9 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/worker"
 )
 
 // Version is the evoq version, set at build time with -ldflags.
@@ -74,11 +77,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 2
+	case errors.Is(err, controller.ErrFailed) || errors.Is(err, worker.ErrRunFailed):
+		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
+		return ExitRunFailed
 	default:
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 1
 	}
 }
+
+// ExitRunFailed is the exit code of a controller that stopped its run
+// because none of its first evaluations worked (controller.ErrFailed), and
+// of a worker that left such a run: apart from 1, so that a job script
+// can tell a broken evaluator from a broken broker or store.
+const ExitRunFailed = 3
 
 // errUsage marks a bad flag or argument: exit code 2.
 var errUsage = errors.New("usage")

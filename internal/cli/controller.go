@@ -11,6 +11,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/metrics"
+	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -120,7 +121,7 @@ func (c *controllerCmd) resumeRun(ctx context.Context, s *session, cfg *controll
 	if !c.resume {
 		return nil
 	}
-	runs, err := activeRuns(ctx, s.js)
+	runs, err := unfinishedRuns(ctx, s.js)
 	if err != nil {
 		return usageErr("--resume: nothing to resume in this store: %v", err)
 	}
@@ -159,6 +160,9 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 			return err
 		}
 	} else {
+		if rec.Phase == schema.PhaseFailed && !c.resume {
+			return failedEarlierErr(cfg.Run, rec.Failure)
+		}
 		cfg.SeedsFrom = c.fromRun
 	}
 	// The controller resolves the settings again when it starts; here the
@@ -287,7 +291,7 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 			s.Evaluations, ctl.Config().Budget, cfg.Run)
 	}
 	if err != nil {
-		return configErr(err)
+		return failedErr(configErr(err))
 	}
 	return printSummary(env.Stdout, sum, jsonOut)
 }

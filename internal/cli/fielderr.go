@@ -18,7 +18,7 @@ var controllerFlag = map[string]string{
 	"Replace": "--replace", "Tournament": "--tournament", "Seed": "--seed", "Margin": "--margin",
 	"ExpectSlots": "--expect-slots", "WaitSlots": "--wait-slots", "AckWait": "--ack-wait",
 	"MaxDeliver": "--max-deliver", "Replicas": "--replicas", "Seeds": "--from-run", "SeedsFrom": "--from-run",
-	"Progress": "--progress", "IdleAlarm": "--idle-alarm",
+	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast",
 }
 
 // workerFlag is the flag of each worker.Config field.

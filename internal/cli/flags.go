@@ -180,6 +180,7 @@ type searchFlags struct {
 	spacePath, run, replace         string
 	budget, init, pool, tournament  int
 	margin, expectSlots, maxDeliver int
+	failFast                        int
 	seed                            uint64
 	ackWait, progress, idleAlarm    time.Duration
 }
@@ -198,6 +199,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxDeliver, "max-deliver", broker.MaxDeliverDefault, "deliveries of a design before it is recorded as lost")
 	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
 	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
+	fs.IntVar(&s.failFast, "fail-fast", controller.FailFastDefault, "stop the run, exit 3, when its first N evaluations all end in error or timeout (default: 10, or --expect-slots or --wait-slots if larger; 0: off)")
 	fs.DurationVar(&s.idleAlarm, "idle-alarm", controller.IdleAlarmDefault, "warn, with a diagnosis, when slots idle this long while designs remain (0: off)")
 }
 
@@ -246,6 +248,12 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	if given("ack-wait") {
 		cfg.AckWait = s.ackWait
 	}
+	if given("fail-fast") {
+		cfg.FailFast = s.failFast
+		if s.failFast == 0 {
+			cfg.FailFast = controller.FailFastOff
+		}
+	}
 	// What can be checked before the run's record is read, before any
 	// store is opened.
 	return cfg, configErr(cfg.ValidateGiven())
@@ -272,6 +280,9 @@ func (s *searchFlags) validate(fs *flag.FlagSet) error {
 	}
 	if s.idleAlarm < 0 {
 		return usageErr("--idle-alarm %s: must be >= 0 (0 turns it off)", s.idleAlarm)
+	}
+	if s.failFast < 0 {
+		return usageErr("--fail-fast %d: must be >= 0 (0 turns the check off)", s.failFast)
 	}
 	if s.margin < 0 {
 		return usageErr("--margin %d: must be >= 0 (0 derives it from the live slots)", s.margin)

@@ -20,7 +20,7 @@ var flagGroups = []struct {
 	heading string
 	flags   []string
 }{
-	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run"}},
+	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
 		"min-eval-time", "drain-timeout", "wait-for-run"}},

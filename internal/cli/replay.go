@@ -66,7 +66,13 @@ type replayReport struct {
 	Pool        []replayMember `json:"pool"`
 	Integrity   string         `json:"integrity"` // ok or failed
 	Problems    []string       `json:"problems"`
-	fold        *controller.Fold
+	// FailFast is the fail-fast check's verdict as the run's controller
+	// reaches it (off, judging, passed or failed), and Failure its figures
+	// when failed.
+	FailFast string          `json:"fail_fast"`
+	Failure  *schema.Failure `json:"failure,omitempty"`
+	fold     *controller.Fold
+	check    *controller.FailFast
 }
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
@@ -95,7 +101,8 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
-		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget), c.init, c.pool, replace)}
+		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget), c.init, c.pool, replace),
+		check: failFastOf(ri.Run)}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
 		return err
 	}
@@ -146,6 +153,16 @@ func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace controlle
 	return r, nil
 }
 
+// failFastOf is the fail-fast check as the run's record sets it: the
+// window and the number of attempts its controller judges. A run recorded
+// before the check was kept had none.
+func failFastOf(run *schema.Run) *controller.FailFast {
+	if run == nil {
+		return controller.NewFailFast(0, 0)
+	}
+	return controller.NewFailFast(run.FailFast, run.FailFastFrom)
+}
+
 // validate checks the flags and parses --replace and --until.
 func (c *replayCmd) validate() (controller.Replace, uint64, *time.Time, error) {
 	if c.init < 1 {
@@ -181,7 +198,11 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 		rep.OutOfOrder = append(rep.OutOfOrder, seq)
 	}
 	rep.LastSeq, rep.LastTime = seq, &t
-	switch rep.fold.Apply(res, err) {
+	v := rep.fold.Apply(res, err)
+	if f := rep.check.Observe(seq, res, v, rep.fold.Terminal() >= rep.Budget); f != nil {
+		rep.Failure = f
+	}
+	switch v {
 	case controller.Malformed:
 		rep.Malformed = append(rep.Malformed, seq)
 	case controller.Duplicate:
@@ -212,7 +233,22 @@ func (rep *replayReport) finish() {
 	// Designs are evaluated out of order: before the run is done, or when
 	// replaying part of it, a gap may be a design still being evaluated.
 	rep.InFlight = rep.Phase != schema.PhaseDone || rep.UntilSeq > 0 || rep.UntilTime != nil
+	rep.FailFast = failFastVerdict(rep.check, rep.Failure)
 	rep.verdict()
+}
+
+// failFastVerdict names the state of a fail-fast check.
+func failFastVerdict(check *controller.FailFast, f *schema.Failure) string {
+	failed, of, done := check.Pending()
+	switch {
+	case f != nil:
+		return "failed"
+	case of == 0:
+		return "off"
+	case done:
+		return "passed"
+	}
+	return fmt.Sprintf("judging: %d of the first %d attempts failed so far", failed, of)
 }
 
 func (rep *replayReport) verdict() {
@@ -273,6 +309,12 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Duplicates, len(rep.Foreign))
 	if len(rep.Foreign) > 0 {
 		fmt.Fprintf(w, "foreign results (designs not the run's, or beyond its budget) at stream sequences %s\n", seqList(rep.Foreign))
+	}
+	if f := rep.Failure; f != nil {
+		fmt.Fprintf(w, "fail-fast: failed at stream sequence %d: the first %d attempts all failed, %d of them with %q\n",
+			f.StreamSeq, f.Attempts, f.Count, f.Error)
+	} else {
+		fmt.Fprintf(w, "fail-fast: %s\n", rep.FailFast)
 	}
 	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
 	for _, m := range rep.Pool {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -225,7 +226,13 @@ func (p *workerProcs) watch(cmd *exec.Cmd, log logrus.FieldLogger) {
 	p.mu.Lock()
 	p.exited[cmd] = true
 	p.mu.Unlock()
-	if err != nil {
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == ExitRunFailed:
+		// The controller failed the run and says why; the worker only
+		// followed it out.
+		log.WithField("pid", cmd.Process.Pid).Info("a local worker left the failed run")
+	case err != nil:
 		log.WithError(err).WithField("pid", cmd.Process.Pid).Error("a local worker process exited abnormally; its designs are redelivered to the other slots")
 	}
 }

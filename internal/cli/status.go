@@ -45,6 +45,8 @@ type runStatus struct {
 	// Changes the ones restarts changed on purpose.
 	Settings []string        `json:"settings"`
 	Changes  []schema.Change `json:"changes,omitempty"`
+	// Failure says why the controller failed the run (phase failed).
+	Failure *schema.Failure `json:"failure,omitempty"`
 	// Controller is the controller that holds the run's lease, if one
 	// does and the credential may read it.
 	Controller  *schema.Lease  `json:"controller,omitempty"`
@@ -138,7 +140,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (
 		return nil, err
 	}
 	if ri.Run != nil {
-		st.Settings, st.Changes = controller.RecordSettings(ri.Run), ri.Run.Changes
+		st.Settings, st.Changes, st.Failure = controller.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
 	}
 	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
 	st.readPresence(ctx, r)
@@ -248,6 +250,10 @@ func (st *runStatus) print(env Env) {
 		fmt.Fprintf(env.Stdout, "; not counted: %d duplicate, %d foreign, %d malformed", st.Duplicates, st.Foreign, st.Malformed)
 	}
 	fmt.Fprintln(env.Stdout)
+	if f := st.Failure; f != nil {
+		fmt.Fprintf(env.Stdout, "failed: the first %d evaluations all failed, %d of them with %q; continue with --resume once the evaluator is fixed\n",
+			f.Attempts, f.Count, f.Error)
+	}
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
 	}

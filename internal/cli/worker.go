@@ -172,12 +172,13 @@ func (c *workerCmd) start(ctx, hard context.Context, cancelHard context.CancelFu
 	return errors.New("stopped before the run started")
 }
 
-// wait returns when the worker is done: the run finished, or a signal
-// asked for a drain.
+// wait returns when the worker is done: the run finished or failed, or a
+// signal asked for a drain. A worker that left a failed run ends with
+// worker.ErrRunFailed, exit code ExitRunFailed.
 func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.FieldLogger) error {
 	select {
 	case <-w.Done():
-		return nil
+		return w.Err()
 	case <-ctx.Done():
 	}
 	dctx, cancel := context.WithTimeout(c.env.Force, c.drainTimeout)
@@ -185,7 +186,7 @@ func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.Field
 	if err := w.Stop(dctx); err != nil {
 		log.WithError(err).Warn("drain ended early; unfinished designs were handed back")
 	}
-	return nil
+	return w.Err()
 }
 
 // pickRun is --run, or the only run in progress on the broker; it waits
@@ -224,9 +225,16 @@ func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream, giveUp 
 	}
 }
 
-// activeRuns lists the runs not yet done.
+// activeRuns lists the runs a worker can join: neither done nor failed.
 func activeRuns(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return broker.RunsInProgress(ctx, js)
+}
+
+// unfinishedRuns lists the runs a controller can continue: not done.
+func unfinishedRuns(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return broker.RunsUnfinished(ctx, js)
 }
