@@ -13,6 +13,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/evoq/evoq/worker"
 )
 
 // Version is the evoq version, set at build time with -ldflags.
@@ -74,11 +76,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 2
+	case errors.Is(err, worker.ErrQuarantined):
+		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
+		return ExitQuarantined
 	default:
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 1
 	}
 }
+
+// ExitQuarantined is the exit code of a worker that left because the
+// controller quarantined every one of its slots: a batch system shows the
+// node's step as failed.
+const ExitQuarantined = 4
 
 // errUsage marks a bad flag or argument: exit code 2.
 var errUsage = errors.New("usage")
