@@ -107,7 +107,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budg
 		}
 		want[k][d] = true
 	}
-	f := controller.NewFold(controller.NewTally(run, budget), init, pool, replace)
+	f := controller.NewFold(controller.NewTally(run, budget, defaultRules), init, pool, replace)
 	checked := 0
 	check := func() {
 		for d := range want[f.Terminal()] {
