@@ -456,6 +456,9 @@ func (c *Controller) progress(force bool) {
 	if p.Best != nil {
 		f["best"] = *p.Best
 	}
+	if p.Quarantined > 0 {
+		f["quarantined_slots"] = p.Quarantined
+	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)
 	}
@@ -466,6 +469,7 @@ func (c *Controller) progress(force bool) {
 type Progress struct {
 	Evaluations, Budget, InFlight int
 	Workers, Slots, Busy          int
+	Quarantined                   int // live workers' slots that take no designs
 	Best                          *float64
 	Rate                          float64       // evaluations this controller counted, per second since liveSince
 	ETA                           time.Duration // at that rate; 0 when unknown
@@ -477,7 +481,7 @@ func (c *Controller) Progress() Progress {
 	now := c.cfg.Now()
 	l := c.slots.live(now)
 	p := Progress{Evaluations: c.fold.Terminal(), Budget: c.cfg.Budget, InFlight: c.InFlight(),
-		Workers: l.workers, Slots: l.slots, Busy: l.busy}
+		Workers: l.workers, Slots: l.slots, Busy: l.busy, Quarantined: l.quarantined}
 	if b := c.fold.Best(); b != nil {
 		p.Best = &b.Fitness
 	}
