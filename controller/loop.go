@@ -268,14 +268,16 @@ func (c *Controller) topUp(ctx context.Context) error {
 	}
 	c.skipCounted()
 	// The seqs above published still to publish are those without a
-	// counted result, so the batch never reaches past the budget.
+	// counted result; a retried failure above published (a result stored
+	// ahead of its design) is skipped too, so the batch also stops at the
+	// budget.
 	if n := min(c.target()-c.InFlight(), c.cfg.Budget-int(c.published)-c.ahead); n > 0 {
 		// published moves on as the batch is made; a batch that cannot be
 		// published ends the run.
-		batch := make([]*schema.Design, n)
-		for i := range batch {
+		batch := make([]*schema.Design, 0, n)
+		for len(batch) < n && int(c.published) < c.cfg.Budget {
 			c.published++
-			batch[i] = c.newDesign(c.published)
+			batch = append(batch, c.newDesign(c.published))
 			c.skipCounted()
 		}
 		if err := c.publish(ctx, batch); err != nil {

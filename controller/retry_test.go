@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -246,5 +247,38 @@ func (bu *bundle) storeAttempt(t *testing.T, r *schema.Result) {
 	}
 	if _, err := bu.js.Publish(bu.ctx, schema.ResultSubject(r.Run), data, jetstream.WithMsgID(r.MsgID())); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestControllerRetryAhead stores a failed attempt of a design the
+// controller has not published: the controller publishes that design's
+// retry, never its first publication, publishes every other design
+// once, and no design beyond the budget, although its first batch (the
+// 3 slots it waits for and a margin of 2) would cover the whole budget
+// with the design taken ahead.
+func TestControllerRetryAhead(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	const run, budget, ahead = "ahead", 5, 3
+	d := schema.Design{Run: run, ID: schema.DesignID(run, ahead), Seq: ahead, Created: time.Now(),
+		Genome: bu.space.Random(rand.New(rand.NewPCG(1, 2))), Origin: schema.OriginRandom}
+	bu.storeAttempt(t, &schema.Result{Run: run, DesignID: d.ID, Design: d, Status: schema.StatusError,
+		Fitness: schema.InfeasibleFitness, Worker: "intruder", Host: "h0", Attempt: 1, Start: time.Now(), Stop: time.Now(),
+		Error: "CUDA error"})
+	cfg := bu.config(run)
+	cfg.Budget, cfg.Init, cfg.Pool, cfg.WaitSlots = budget, 4, 2, 3
+	done := bu.start(t, bu.ctx, cfg)
+	bu.startWorker(t, run, "w1", "h1", 3, steady{time.Millisecond})
+	o := bu.wait(t, done)
+	if o.err != nil || o.s.Evaluations != budget || o.s.OK != budget || o.s.Retried != 1 {
+		t.Fatalf("run: %+v %v; want %d ok, one retried", o.s, o.err, budget)
+	}
+	if n := bu.published(t); n != budget {
+		t.Errorf("%d designs published, want %d: %d first publications and the retry of design %d", n, budget, budget-1, ahead)
+	}
+	for _, r := range bu.results(t, run) {
+		if r.Design.Seq > budget || (r.Design.Seq == ahead && r.Worker == "w1" && r.Design.Retry != 1) {
+			t.Errorf("result of design %d retry %d: want designs within the budget, design %d only as its retry", r.Design.Seq, r.Design.Retry, ahead)
+		}
 	}
 }
