@@ -265,11 +265,11 @@ func (st *runStatus) finish(now time.Time) {
 	for _, w := range st.perWorker {
 		w.State = w.state()
 		st.Workers = append(st.Workers, *w)
-		st.Problems = append(st.Problems, w.faults...)
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].Worker < st.Workers[j].Worker })
 	loads := make([]controller.WorkerLoad, len(st.Workers))
 	for i, w := range st.Workers {
+		st.Problems = append(st.Problems, w.faults...)
 		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
 	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
