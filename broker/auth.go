@@ -218,6 +218,11 @@ func workerPermissions(run string) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: []string{
 			InboxPrefix(RoleWorker, run) + ".>", // replies, pulled designs, PubAcks
 			kvKey(schema.RunBucket, run),        // watch the run's state
+			// Conn.Subscribe in worker.watchControl: the controller's
+			// orders (a quarantined slot). A credential serves a run,
+			// not one worker, so it may hear the orders to the run's
+			// other workers, which say nothing secret.
+			schema.ControlSubject(run, "*"),
 		}},
 	}
 }

@@ -46,7 +46,7 @@ func BenchmarkTournament(b *testing.B) {
 
 // The fold of one result: dedupe, counts, statistics, pool.
 func BenchmarkFoldApply(b *testing.B) {
-	f, r := NewFold(NewTally("bench", 1<<30), 20, 10, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
+	f, r := NewFold(NewTally("bench", 1<<30, Rules{}), 20, 10, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
 	seq := uint64(0)
 	for b.Loop() {

@@ -26,6 +26,12 @@ const (
 	ProgressDefault = 5 * time.Second
 	// WaitSlotsTimeoutDefault bounds the wait for Config.WaitSlots.
 	WaitSlotsTimeoutDefault = time.Minute
+	// ErrorRetriesDefault retries a failed design once, elsewhere.
+	ErrorRetriesDefault = 1
+	// QuarantineAfterDefault quarantines a slot after three failed
+	// attempts in a row: one failure is any design's bad luck, three in a
+	// row while other slots succeed is the node.
+	QuarantineAfterDefault = 3
 )
 
 // ErrConfig means a Config field is invalid: the error is a
@@ -70,6 +76,19 @@ type Config struct {
 	// AckWait and MaxDeliver configure the consumer; see broker.
 	AckWait    time.Duration
 	MaxDeliver int
+	// ErrorRetries is how many failed (error or timeout) attempts of a
+	// design are retried, each on another worker or host where one is
+	// live, before a failure counts as the design's terminal result (see
+	// Tally); 0 retries none. It decides which results count, so it is
+	// fixed for the run's life. nil means not given. Defaults to
+	// ErrorRetriesDefault.
+	ErrorRetries *int
+	// QuarantineAfter is the number of failed attempts in a row after
+	// which a slot is quarantined, once another slot has an ok or
+	// infeasible result: its worker stops feeding it and the controller
+	// stops counting it (see Tally). 0 turns quarantine off. nil means
+	// not given. Defaults to QuarantineAfterDefault.
+	QuarantineAfter *int
 	// Replicas is the number of copies of the streams and buckets, each on
 	// another node of a JetStream cluster: 1, 3 or 5 (broker.WithReplicas),
 	// at most the cluster's size. Defaults to 1.
@@ -132,6 +151,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = broker.MaxDeliverDefault
+	}
+	if c.ErrorRetries == nil {
+		c.ErrorRetries = new(ErrorRetriesDefault)
+	}
+	if c.QuarantineAfter == nil {
+		c.QuarantineAfter = new(QuarantineAfterDefault)
 	}
 	if c.WaitSlotsTimeout <= 0 {
 		c.WaitSlotsTimeout = WaitSlotsTimeoutDefault
@@ -204,6 +229,8 @@ func (c Config) ValidateGiven() error {
 			fmt.Sprintf("need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered", broker.MinAckWait), nil},
 		check{c.MaxDeliver < 0, "MaxDeliver", c.MaxDeliver, "need at least 1, or a design could never be delivered", nil},
 		check{c.FailFast < FailFastOff, "FailFast", c.FailFast, "must be at least 1, or FailFastOff", nil},
+		check{c.ErrorRetries != nil && *c.ErrorRetries < 0, "ErrorRetries", deref(c.ErrorRetries), "must be >= 0 (0 retries none)", nil},
+		check{c.QuarantineAfter != nil && *c.QuarantineAfter < 0, "QuarantineAfter", deref(c.QuarantineAfter), "must be >= 0 (0 turns quarantine off)", nil},
 		check{c.Progress < 0 || (c.Progress > 0 && c.Progress < 10*time.Millisecond), "Progress", c.Progress, "want at least 10ms", nil},
 		check{c.Pool > 0 && c.Init > 0 && c.Pool > c.Init, "Pool", c.Pool,
 			fmt.Sprintf("is larger than Init %d: the pool is filled from the initial random designs; raise Init or lower Pool", c.Init), []string{"Init", "Pool"}},
@@ -244,7 +271,8 @@ func (c Config) Fields() logrus.Fields {
 		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": seedText(c.Seed),
 		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
-		"fail_fast": failFastText(c.FailFast),
+		"fail_fast":     failFastText(c.FailFast),
+		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
 	}
 }
 
@@ -253,6 +281,20 @@ func failFastText(n int) string {
 		return "off"
 	}
 	return fmt.Sprint(n)
+}
+
+// Rules are the counting rules c's settings give (see Tally); unset
+// settings count as 0.
+func (c Config) Rules() Rules {
+	return Rules{ErrorRetries: deref(c.ErrorRetries), QuarantineAfter: deref(c.QuarantineAfter)}
+}
+
+// deref is *p, or 0 for nil.
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func marginText(m int) string {

@@ -33,10 +33,19 @@ import (
 //   - FailFast only decides whether the run stops for want of a working
 //     evaluator; a change is recorded, so that replay judges the run as
 //     the controller that runs it does.
+//   - QuarantineAfter decides which slots are fed, not which results
+//     count: no counted result, pool member or design depends on it. A
+//     user who finds healthy slots quarantined (designs that fail often
+//     for reasons of their own) raises it, or turns it off, and
+//     continues. A restart applies the new value to the whole stream, as
+//     `evoq status` and `report` do, so a slot quarantined under the old
+//     value may be free under the new one; what the old value stopped
+//     (its worker's slots) is then in the worker's own hands.
 //
 // Everything the fold or the design generator reads (Space, Seed, Init,
-// Pool, Replace, Tournament, Seeds) is fixed for the run's life: changing
-// it would make the rebuilt pool differ from the pool before the restart.
+// Pool, Replace, Tournament, Seeds, ErrorRetries) is fixed for the run's
+// life: changing it would make the rebuilt pool differ from the pool
+// before the restart.
 
 // SettingError says a setting given for a run that continues cannot be
 // used: it differs from the run's record and may not change mid-run.
@@ -108,6 +117,10 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueSeeds(rec, &cfg, k); err != nil {
 		return cfg, nil, err
 	}
+	if err := continueRetries(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
+	continueQuarantine(rec, &cfg, k, now)
 	if err := continueBudget(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
@@ -147,6 +160,46 @@ func (k *Continuation) changeable(field, name string, rec int, given *int, text 
 		k.Taken = append(k.Taken, name+"="+text(rec))
 	case *given != rec:
 		k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: text(rec), To: text(*given)})
+	}
+}
+
+// continueRetries takes ErrorRetries from the record, or refuses another
+// given value. A record without it is a run whose results were counted
+// without retries: it continues with 0, so that its results count as
+// they did, and an explicit other value is refused.
+func continueRetries(rec *schema.Run, cfg *Config, k *Continuation) error {
+	recorded, why := 0, fixedWhy
+	if rec.ErrorRetries != nil {
+		recorded = *rec.ErrorRetries
+	} else {
+		why = "the run was recorded before failed designs were retried, so its results count without retries (leave it out, or start a new run seeded from this one)"
+		k.Recorded = append(k.Recorded, "error_retries")
+	}
+	switch {
+	case cfg.ErrorRetries == nil:
+		if rec.ErrorRetries != nil {
+			k.Taken = append(k.Taken, fmt.Sprintf("error_retries=%d", recorded))
+		}
+		cfg.ErrorRetries = new(recorded)
+	case *cfg.ErrorRetries != recorded:
+		return &SettingError{Field: "ErrorRetries", Recorded: fmt.Sprint(recorded), Given: fmt.Sprint(*cfg.ErrorRetries), Why: why}
+	}
+	return nil
+}
+
+// continueQuarantine takes QuarantineAfter from the record unless one is
+// given; a given value that differs is a change. A record without it
+// takes the given or default value from now on.
+func continueQuarantine(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) {
+	switch {
+	case rec.QuarantineAfter == nil:
+		k.Recorded = append(k.Recorded, "quarantine_after")
+	case cfg.QuarantineAfter == nil:
+		cfg.QuarantineAfter = new(*rec.QuarantineAfter)
+		k.Taken = append(k.Taken, fmt.Sprintf("quarantine_after=%d", *rec.QuarantineAfter))
+	case *cfg.QuarantineAfter != *rec.QuarantineAfter:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "quarantine_after",
+			From: fmt.Sprint(*rec.QuarantineAfter), To: fmt.Sprint(*cfg.QuarantineAfter)})
 	}
 }
 
@@ -338,6 +391,8 @@ func RecordSettings(rec *schema.Run) []string {
 		out = append(out, fmt.Sprintf("made_up=%d", rec.MadeUp))
 	}
 	out = append(out, "ack_wait="+rec.AckWait.String())
+	r := RulesOf(rec)
+	out = append(out, fmt.Sprintf("error_retries=%d", r.ErrorRetries), fmt.Sprintf("quarantine_after=%d", r.QuarantineAfter))
 	if rec.SeedsFrom != "" {
 		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
 	}

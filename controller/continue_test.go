@@ -12,13 +12,13 @@ import (
 )
 
 // recorded is a run's record as a controller writes it: budget 300, seed
-// 7, init 30, pool 15, fail-fast 10.
+// 7, init 30, pool 15, fail-fast 10, one retry, quarantine after 3.
 func recorded(t *testing.T) *schema.Run {
 	t.Helper()
 	sp := mlpSpace(t)
 	return &schema.Run{Run: "x", Phase: schema.PhaseRunning, Budget: 300, Space: sp.Name(), SpaceYAML: sp.Source(),
 		Seed: 7, AckWait: 30 * time.Second, Init: 30, Pool: 15, Replace: "worst", Tournament: 3,
-		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10}
+		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10, ErrorRetries: new(1), QuarantineAfter: new(3)}
 }
 
 func TestContinueTakesTheRecord(t *testing.T) {
@@ -29,7 +29,8 @@ func TestContinueTakesTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Budget != 300 || *cfg.Seed != 7 || cfg.Init != 30 || cfg.Pool != 15 || cfg.Tournament != 3 ||
-		cfg.Replace != ReplaceWorst || cfg.Margin != MarginAuto || cfg.MaxDeliver != 3 || cfg.AckWait != 30*time.Second {
+		cfg.Replace != ReplaceWorst || cfg.Margin != MarginAuto || cfg.MaxDeliver != 3 || cfg.AckWait != 30*time.Second ||
+		*cfg.ErrorRetries != 1 || *cfg.QuarantineAfter != 3 {
 		t.Errorf("continued with %+v; want the record's settings", cfg)
 	}
 	if cfg.Space == nil || string(cfg.Space.Source()) != string(rec.SpaceYAML) {
@@ -39,7 +40,8 @@ func TestContinueTakesTheRecord(t *testing.T) {
 		t.Errorf("changes %v, recorded now %v; want none", k.Changes, k.Recorded)
 	}
 	taken := strings.Join(k.Taken, " ")
-	for _, want := range []string{"budget=300", "seed=7", "init=30", "pool=15", "tournament=3", "replace=worst", "space=mlp-spirals", "margin=auto", "ack_wait=30s"} {
+	for _, want := range []string{"budget=300", "seed=7", "init=30", "pool=15", "tournament=3", "replace=worst", "space=mlp-spirals", "margin=auto", "ack_wait=30s",
+		"error_retries=1", "quarantine_after=3"} {
 		if !strings.Contains(taken, want) {
 			t.Errorf("taken %q lacks %s", taken, want)
 		}
@@ -78,6 +80,11 @@ func TestContinueGivenSettings(t *testing.T) {
 		{"a redelivery limit", func(c *Config) { c.MaxDeliver = 5 }, "", "max_deliver:3:5"},
 		{"a fail-fast count", func(c *Config) { c.FailFast = 50 }, "", "fail_fast:10:50"},
 		{"fail-fast off", func(c *Config) { c.FailFast = FailFastOff }, "", "fail_fast:10:off"},
+		{"the same retries", func(c *Config) { c.ErrorRetries = new(1) }, "", ""},
+		{"other retries", func(c *Config) { c.ErrorRetries = new(2) }, "ErrorRetries", ""},
+		{"retries off", func(c *Config) { c.ErrorRetries = new(0) }, "ErrorRetries", ""},
+		{"a quarantine threshold", func(c *Config) { c.QuarantineAfter = new(5) }, "", "quarantine_after:3:5"},
+		{"quarantine off", func(c *Config) { c.QuarantineAfter = new(0) }, "", "quarantine_after:3:0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,21 +120,33 @@ func TestContinueGivenSettings(t *testing.T) {
 }
 
 // A record that predates a setting leaves it to the flags or the
-// defaults, and says it is recorded from now on.
+// defaults, and says it is recorded from now on; except ErrorRetries,
+// which says which results count: a run recorded before it counted
+// without retries and goes on so.
 func TestContinueOlderRecord(t *testing.T) {
 	t.Parallel()
 	rec := recorded(t)
-	rec.Tournament, rec.Margin, rec.MaxDeliver, rec.FailFast = 0, 0, 0, 0
+	rec.Tournament, rec.Margin, rec.MaxDeliver, rec.FailFast, rec.ErrorRetries, rec.QuarantineAfter = 0, 0, 0, 0, nil, nil
 	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5, ExpectSlots: 40}, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Tournament != 5 || cfg.MaxDeliver != 3 || cfg.Margin != MarginAuto || cfg.FailFast != 40 {
-		t.Errorf("tournament %d, max deliver %d, margin %d, fail-fast %d; want the given 5 and the defaults (fail-fast: the 40 expected slots)",
-			cfg.Tournament, cfg.MaxDeliver, cfg.Margin, cfg.FailFast)
+	if cfg.Tournament != 5 || cfg.MaxDeliver != 3 || cfg.Margin != MarginAuto || cfg.FailFast != 40 || *cfg.QuarantineAfter != QuarantineAfterDefault {
+		t.Errorf("tournament %d, max deliver %d, margin %d, fail-fast %d, quarantine after %d; want the given 5 and the defaults (fail-fast: the 40 expected slots)",
+			cfg.Tournament, cfg.MaxDeliver, cfg.Margin, cfg.FailFast, *cfg.QuarantineAfter)
 	}
-	if got := strings.Join(k.Recorded, " "); got != "tournament margin max_deliver fail_fast" {
+	if *cfg.ErrorRetries != 0 || cfg.Rules().ErrorRetries != 0 {
+		t.Errorf("error retries %d; want 0, the rule the run's results were counted by", *cfg.ErrorRetries)
+	}
+	if got := strings.Join(k.Recorded, " "); got != "tournament error_retries quarantine_after margin max_deliver fail_fast" {
 		t.Errorf("recorded now: %q", got)
+	}
+	var se *SettingError
+	if _, _, err := resolve(rec, Config{Run: "x", ErrorRetries: new(1)}, time.Now); !errors.As(err, &se) || se.Field != "ErrorRetries" {
+		t.Errorf("retries given for a run recorded without them: %v; want a SettingError", err)
+	}
+	if _, _, err := resolve(rec, Config{Run: "x", ErrorRetries: new(0)}, time.Now); err != nil {
+		t.Errorf("--error-retries 0 for a run recorded without retries: %v", err)
 	}
 }
 
@@ -171,7 +190,7 @@ func TestContinueNewRun(t *testing.T) {
 func TestRecordSettings(t *testing.T) {
 	t.Parallel()
 	got := strings.Join(RecordSettings(recorded(t)), " ")
-	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s"
+	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s error_retries=1 quarantine_after=3"
 	if got != want {
 		t.Errorf("RecordSettings = %q\nwant %q", got, want)
 	}

@@ -72,6 +72,12 @@ type Controller struct {
 	alerts       chan string
 	lastLog      time.Time
 	resumed      *Replay // what replay found in the stream; nil for a fresh run
+	// retries are the designs awaiting, or out on, a retry (see
+	// retry.go); as many as designs in flight at most.
+	retries map[uint64]*pendingRetry
+	// controlSent is when each worker was last told its quarantined
+	// slots (see control.go).
+	controlSent map[string]time.Time
 }
 
 // New returns a controller; Run runs the search. Settings cfg leaves
@@ -86,19 +92,23 @@ func New(js jetstream.JetStream, cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = logrus.StandardLogger()
 	}
-	return &Controller{
-		js:        js,
-		cfg:       cfg,
-		log:       cfg.Logger.WithField("run", cfg.Run),
-		debug:     debugEnabled(cfg.Logger),
-		slots:     newSlotTracker(),
-		idle:      idleSince{},
-		results:   make(chan resultMsg, 4096),
-		presence:  make(chan presenceEvent, 1024),
-		lost:      make(chan uint64, 64),
-		alerts:    make(chan string, 1),
-		leaseLost: make(chan error, 1),
-	}, nil
+	c := &Controller{
+		js:          js,
+		cfg:         cfg,
+		log:         cfg.Logger.WithField("run", cfg.Run),
+		debug:       debugEnabled(cfg.Logger),
+		slots:       newSlotTracker(),
+		idle:        idleSince{},
+		results:     make(chan resultMsg, 4096),
+		presence:    make(chan presenceEvent, 1024),
+		lost:        make(chan uint64, 64),
+		alerts:      make(chan string, 1),
+		leaseLost:   make(chan error, 1),
+		retries:     map[uint64]*pendingRetry{},
+		controlSent: map[string]time.Time{},
+	}
+	c.slots.held = c.heldSlots
+	return c, nil
 }
 
 // Config is the controller's effective configuration: valid once Run has
@@ -247,7 +257,7 @@ func (c *Controller) declareRun(ctx context.Context) error {
 // the settings resolved against the run's record: the fold and the
 // fail-fast check.
 func (c *Controller) initState() {
-	c.fold = NewFold(NewTally(c.cfg.Run, c.cfg.Budget), c.cfg.Init, c.cfg.Pool, c.cfg.Replace)
+	c.fold = NewFold(NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace)
 	c.failFast = NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 
@@ -294,6 +304,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		SpaceYAML: c.cfg.Space.Source(), Seed: *c.cfg.Seed, AckWait: c.cfg.AckWait,
 		Init: c.cfg.Init, Pool: c.cfg.Pool, Replace: string(c.cfg.Replace),
 		Tournament: c.cfg.Tournament, Margin: c.cfg.Margin, MaxDeliver: c.cfg.MaxDeliver,
+		ErrorRetries: c.cfg.ErrorRetries, QuarantineAfter: c.cfg.QuarantineAfter,
 		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
 		Created: c.created, Updated: now,

@@ -217,7 +217,7 @@ func (bu *bundle) waitFor(t *testing.T, what string, cond func() bool) {
 // replay folds results as a restarted controller would.
 func replay(results []*schema.Result, cfg Config) *Fold {
 	cfg = cfg.withDefaults()
-	f := NewFold(NewTally(cfg.Run, cfg.Budget), cfg.Init, cfg.Pool, cfg.Replace)
+	f := NewFold(NewTally(cfg.Run, cfg.Budget, cfg.Rules()), cfg.Init, cfg.Pool, cfg.Replace)
 	for _, r := range results {
 		f.Apply(r, nil)
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/evoq/evoq/schema"
@@ -23,6 +24,10 @@ const (
 	// Malformed is a stored message that does not decode, or whose fields
 	// do not validate.
 	Malformed
+	// Retried is a failed attempt (error or timeout) of one of the run's
+	// designs that its Rules retry: not a terminal result, so the design
+	// stays in flight and is published again for another attempt.
+	Retried
 )
 
 // String is the verdict's name as the tools print it.
@@ -36,6 +41,8 @@ func (v Verdict) String() string {
 		return "foreign"
 	case Malformed:
 		return "malformed"
+	case Retried:
+		return "retried"
 	}
 	return "verdict(" + strconv.Itoa(int(v)) + ")"
 }
@@ -53,6 +60,16 @@ func (v Verdict) String() string {
 //     ID is schema.DesignID(run, seq);
 //   - its seq lies in 1..budget;
 //   - no earlier result in stream order counted for that seq.
+//
+// except that a failed attempt (status error or timeout) of a design
+// whose fields all validate is Retried, not counted, while the design's
+// failed attempts so far, this one included, number at most
+// Rules.ErrorRetries: the node it ran on may be at fault, not the design,
+// so the design is tried again elsewhere, and only a failure beyond that
+// is its terminal result. An infeasible result is the evaluator's verdict
+// on the design and is never retried; a lost one is the end of a design
+// nobody finished. A failed attempt whose design does not validate (a
+// worker rejected it as malformed) would fail anywhere, so it counts.
 //
 // Everything else is a Duplicate, Foreign or Malformed. Each input of the
 // rule is in the stream or in the run's record; none is when a result
@@ -72,33 +89,145 @@ func (v Verdict) String() string {
 // every tool alike, since they all read the raised budget. A pool digest
 // logged before the raise can then differ from a replay of the same
 // results after it.
+//
+// The same pass keeps the health of every slot (see Rules.QuarantineAfter
+// and SlotEvents), which a restart and the tools rebuild the same way.
 type Tally struct {
-	run    string
-	budget uint64
-	done   doneSet
-	n      int
+	run     string
+	budget  uint64
+	rules   Rules
+	done    doneSet
+	n       int
+	failing map[uint64]*Failures // designs with retried failures and no counted result
+	retried int
+	health  *health
 }
 
-// NewTally returns an empty tally for run with budget designs.
-func NewTally(run string, budget int) *Tally {
-	return &Tally{run: run, budget: uint64(max(budget, 0)), done: doneSet{above: map[uint64]struct{}{}}}
+// Rules are the settings of a run that the tally's rules read, recorded
+// with the run (see RulesOf).
+type Rules struct {
+	// ErrorRetries is how many failed attempts of a design are retried
+	// before one counts; 0: none, the first result counts.
+	ErrorRetries int
+	// QuarantineAfter is the number of failed attempts in a row that
+	// quarantine a slot, once another slot has a result; 0: never.
+	QuarantineAfter int
+}
+
+// RulesOf are the rules the run recorded in rec counts by. A run
+// recorded before a rule existed counts without it: its absent settings
+// read as 0. A nil rec (the record does not decode) has no rules.
+func RulesOf(rec *schema.Run) Rules {
+	var r Rules
+	if rec == nil {
+		return r
+	}
+	if rec.ErrorRetries != nil {
+		r.ErrorRetries = *rec.ErrorRetries
+	}
+	if rec.QuarantineAfter != nil {
+		r.QuarantineAfter = *rec.QuarantineAfter
+	}
+	return r
+}
+
+// Failures are the failed attempts of one design that were retried.
+type Failures struct {
+	// N is their number; the design's next attempt is its retry N.
+	N int
+	// Workers and Hosts are where they ran, each named once.
+	Workers, Hosts []string
+}
+
+// NewTally returns an empty tally for run with budget designs, counting
+// by rules.
+func NewTally(run string, budget int, rules Rules) *Tally {
+	return &Tally{run: run, budget: uint64(max(budget, 0)), rules: rules,
+		done: doneSet{above: map[uint64]struct{}{}}, failing: map[uint64]*Failures{},
+		health: newHealth(rules.QuarantineAfter)}
 }
 
 // Judge returns the verdict on r, the next stored result in stream order,
 // and records r's seq when r counts. err is the error schema.DecodeResult
 // returned with r.
 func (t *Tally) Judge(r *schema.Result, err error) Verdict {
+	t.health.events = t.health.events[:0]
 	switch {
 	case err != nil || r == nil:
 		return Malformed
 	case !t.owns(r):
 		return Foreign
-	case !t.done.add(r.Design.Seq):
-		return Duplicate
 	}
+	t.health.observe(r)
+	switch {
+	case t.done.has(r.Design.Seq):
+		return Duplicate
+	case t.retry(r):
+		t.retried++
+		return Retried
+	}
+	t.done.add(r.Design.Seq)
+	delete(t.failing, r.Design.Seq)
 	t.n++
 	return Counted
 }
+
+// retry reports whether r is a failed attempt its design may retry, and
+// records it if so.
+func (t *Tally) retry(r *schema.Result) bool {
+	if r.Status != schema.StatusError && r.Status != schema.StatusTimeout {
+		return false
+	}
+	f := t.failing[r.Design.Seq]
+	n := 0
+	if f != nil {
+		n = f.N
+	}
+	if n >= t.rules.ErrorRetries || r.Design.Validate() != nil {
+		return false
+	}
+	if f == nil {
+		f = &Failures{}
+		t.failing[r.Design.Seq] = f
+	}
+	f.N++
+	f.Workers = appendNew(f.Workers, r.Worker)
+	f.Hosts = appendNew(f.Hosts, r.Host)
+	return true
+}
+
+func appendNew(list []string, s string) []string {
+	if s == "" {
+		return list
+	}
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// Failing returns the retried failures of design seq while it has no
+// counted result; nil otherwise. The caller must not change them.
+func (t *Tally) Failing(seq uint64) *Failures { return t.failing[seq] }
+
+// Outstanding lists, in seq order, the designs with retried failures and
+// no counted result: each awaits its next retry.
+func (t *Tally) Outstanding() []uint64 {
+	out := make([]uint64, 0, len(t.failing))
+	for seq := range t.failing {
+		out = append(out, seq)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Retries is the number of results judged Retried.
+func (t *Tally) Retries() int { return t.retried }
+
+// Rules are the rules the tally counts by.
+func (t *Tally) Rules() Rules { return t.rules }
 
 // owns reports whether r is a result for one of the run's designs. The
 // decoder's validation already ties the result's run and design ID to its

@@ -52,7 +52,7 @@ func TestTallyRule(t *testing.T) {
 		{"a lost record after the result", result(5, schema.StatusLost, 0), nil, Duplicate},
 		{"a seq whose malformed result did not count", result(4, schema.StatusInfeasible, 0), nil, Counted},
 	}
-	tally := NewTally("t", 5)
+	tally := NewTally("t", 5, Rules{})
 	for _, s := range steps {
 		if got := tally.Judge(s.r, s.err); got != s.want {
 			t.Errorf("%s: %s, want %s", s.name, got, s.want)
@@ -79,10 +79,10 @@ func TestTallyRule(t *testing.T) {
 func TestTallyRaisedBudget(t *testing.T) {
 	t.Parallel()
 	r := result(7, schema.StatusOK, 1)
-	if v := NewTally("t", 5).Judge(r, nil); v != Foreign {
+	if v := NewTally("t", 5, Rules{}).Judge(r, nil); v != Foreign {
 		t.Errorf("budget 5: %s, want foreign", v)
 	}
-	if v := NewTally("t", 10).Judge(r, nil); v != Counted {
+	if v := NewTally("t", 10, Rules{}).Judge(r, nil); v != Counted {
 		t.Errorf("budget 10: %s, want counted", v)
 	}
 }
@@ -91,7 +91,7 @@ func TestTallyRaisedBudget(t *testing.T) {
 // changes the fold.
 func TestFoldIgnoresWhatDoesNotCount(t *testing.T) {
 	t.Parallel()
-	f := NewFold(NewTally("t", 3), 1, 2, ReplaceWorst)
+	f := NewFold(NewTally("t", 3, Rules{}), 1, 2, ReplaceWorst)
 	if v := f.Apply(result(1, schema.StatusOK, 0.2), nil); v != Counted {
 		t.Fatalf("first result: %s", v)
 	}

@@ -53,7 +53,7 @@ func (c *Controller) continueFailed(ctx context.Context) error {
 	}
 	m := &MakeUp{From: c.record.FailFastFrom, To: last}
 	if last > m.From {
-		t := NewTally(c.cfg.Run, c.record.Budget)
+		t := NewTally(c.cfg.Run, c.record.Budget, RulesOf(c.record))
 		err = broker.ReadResults(ctx, c.js, c.cfg.Run, func(seq uint64, _ time.Time, r *schema.Result, err error) error {
 			m.Add(seq, r, t.Judge(r, err))
 			if seq >= last {

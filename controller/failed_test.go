@@ -57,7 +57,7 @@ func TestControllerFailsFast(t *testing.T) {
 
 	// What a restart replays reaches the verdict the run recorded.
 	first := bu.results(t, run)
-	tally, check := NewTally(run, rec.Budget), NewFailFast(rec.FailFast, rec.FailFastFrom)
+	tally, check := NewTally(run, rec.Budget, RulesOf(rec)), NewFailFast(rec.FailFast, rec.FailFastFrom)
 	var replayed *schema.Failure
 	madeUp := 0
 	for i, r := range first {

@@ -50,7 +50,7 @@ func (s stored) result(run string) (*schema.Result, error) {
 // counting rule first, from stream sequence 1; it returns the failure and
 // the check.
 func judgeStream(n, budget int, from uint64, stream []stored) (*schema.Failure, *FailFast) {
-	tally := NewTally("r", budget)
+	tally := NewTally("r", budget, Rules{})
 	check := NewFailFast(n, from)
 	var out *schema.Failure
 	for i, s := range stream {
@@ -186,7 +186,7 @@ func TestMakeUp(t *testing.T) {
 		failed(7, "x"), // stream seq 9: the last before the continuation
 		failed(8, "x"), // stream seq 10: after it
 	}
-	tally := NewTally("r", 100)
+	tally := NewTally("r", 100, Rules{})
 	m := &MakeUp{From: 1, To: 9}
 	for i, s := range stream {
 		r, err := s.result("r")

@@ -31,7 +31,7 @@ func result(seq uint64, status schema.Status, fitness float64) *schema.Result {
 
 // testFold is a fold of run "t" with a budget no test reaches.
 func testFold(init, pool int, replace Replace) *Fold {
-	return NewFold(NewTally("t", 1<<30), init, pool, replace)
+	return NewFold(NewTally("t", 1<<30, Rules{}), init, pool, replace)
 }
 
 func mutant(r *schema.Result) *schema.Result {

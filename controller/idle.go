@@ -162,7 +162,8 @@ type idleSince map[string]time.Time
 func (c *Controller) observeIdle(now time.Time) {
 	seen := map[string]bool{}
 	for id, w := range c.slots.workers {
-		if !w.alive(now) || w.p.Busy >= w.p.Slots {
+		// A quarantined slot idles on purpose.
+		if !w.alive(now) || w.p.Busy >= c.slots.usable(id, w) {
 			continue
 		}
 		seen[id] = true
@@ -218,7 +219,7 @@ func (c *Controller) longIdle(now time.Time) []WorkerLoad {
 	for id, since := range c.idle {
 		if now.Sub(since) >= c.cfg.IdleAlarm {
 			w := c.slots.workers[id]
-			ws = append(ws, WorkerLoad{Worker: id, Slots: w.p.Slots, Busy: w.p.Busy, Live: w.alive(now), Evaluations: int(w.p.Done)})
+			ws = append(ws, WorkerLoad{Worker: id, Slots: c.slots.usable(id, w), Busy: w.p.Busy, Live: w.alive(now), Evaluations: int(w.p.Done)})
 		}
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Worker < ws[j].Worker })

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -21,7 +20,8 @@ import (
 // so the fold, read to its end later, has it.
 //
 // Designs are stored on the queue in seq order, so every design up to the
-// last one queued was published. Above it, a seq with a counted result is
+// highest seq queued was published (retries of earlier designs follow
+// them: see readQueue). Above it, a seq with a counted result is
 // done: its design was published and evaluated, or a result stored before
 // it was published took it (see Tally), and either way it is not
 // published again. The first seq above without a counted result is the
@@ -32,11 +32,12 @@ import (
 // ones were stored, can lie above the last one queued with no result yet;
 // publishing it again is dropped by its Nats-Msg-Id within the stream's
 // duplicate window, and after it the design is evaluated twice and counts
-// once.)
+// once.) A seq above with a retried failure and no counted result was
+// published too; its retry is restored with the others (restoreRetries).
 func (c *Controller) replay(ctx context.Context) error {
-	var last uint64
+	var q queueState
 	err := startRetry(ctx, c.log, "read the work queue", func() (err error) {
-		last, err = c.lastQueued(ctx)
+		q, err = c.readQueue(ctx)
 		return err
 	})
 	if err != nil {
@@ -49,9 +50,11 @@ func (c *Controller) replay(ctx context.Context) error {
 	if err := c.foldExisting(ctx); err != nil {
 		return err
 	}
-	c.published = last
-	c.ahead = c.fold.Terminal() - c.fold.Tally().CountedUpTo(last)
+	c.published = q.last
+	c.ahead = c.fold.Terminal() - c.fold.Tally().CountedUpTo(q.last)
 	c.skipCounted()
+	c.restoreRetries(q)
+	c.noteQuarantined()
 	c.replayed = c.fold.Terminal()
 	c.live = true
 	if c.published > 0 || c.replayed > 0 {
@@ -99,22 +102,6 @@ func (c *Controller) foldExisting(ctx context.Context) error {
 	}
 }
 
-// lastQueued is the highest design sequence still in the work queue.
-func (c *Controller) lastQueued(ctx context.Context) (uint64, error) {
-	raw, err := c.designs.GetLastMsgForSubject(ctx, schema.DesignSubject(c.cfg.Run))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read the work queue: %w", err)
-	}
-	d, err := schema.DecodeDesign(raw.Data)
-	if d == nil {
-		return 0, fmt.Errorf("read the work queue: last design: %w", err)
-	}
-	return d.Seq, nil
-}
-
 func (c *Controller) apply(m resultMsg) {
 	if !c.current(m) {
 		return
@@ -130,11 +117,15 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	c.lastResult = c.cfg.Now()
+	c.onSlotEvents(c.fold.Tally().SlotEvents())
 	switch v {
+	case Retried:
+		c.noteRetried(m.res)
 	case Foreign:
 		c.log.WithFields(logrus.Fields{"design": m.res.DesignID, "stream_seq": m.seq}).
 			Warn("ignoring a result for a design that is not this run's or lies beyond its budget")
 	case Counted:
+		delete(c.retries, m.res.Design.Seq)
 		if m.res.Design.Seq > c.published {
 			c.ahead++
 			if c.live {
@@ -240,11 +231,19 @@ func (c *Controller) drainResults() {
 func (c *Controller) InFlight() int { return int(c.published) - (c.fold.Terminal() - c.ahead) }
 
 // skipCounted moves published past the seqs just above it that already
-// have a counted result: their designs are done without being published.
+// have a counted result, or a retried failure: their designs are done, or
+// out and awaiting a retry, without being published again.
 func (c *Controller) skipCounted() {
-	for int(c.published) < c.cfg.Budget && c.fold.Has(c.published+1) {
-		c.published++
-		c.ahead--
+	for int(c.published) < c.cfg.Budget {
+		switch next := c.published + 1; {
+		case c.fold.Has(next):
+			c.published++
+			c.ahead--
+		case c.fold.Tally().Failing(next) != nil:
+			c.published++
+		default:
+			return
+		}
 	}
 }
 
@@ -263,16 +262,23 @@ func (c *Controller) target() int {
 // budget is published, skipping the seqs that already have a counted
 // result.
 func (c *Controller) topUp(ctx context.Context) error {
+	// A retry is a design already in flight: it goes out first, whatever
+	// the target.
+	if err := c.publishRetries(ctx); err != nil {
+		return err
+	}
 	c.skipCounted()
 	// The seqs above published still to publish are those without a
-	// counted result, so the batch never reaches past the budget.
+	// counted result; a retried failure above published (a result stored
+	// ahead of its design) is skipped too, so the batch also stops at the
+	// budget.
 	if n := min(c.target()-c.InFlight(), c.cfg.Budget-int(c.published)-c.ahead); n > 0 {
 		// published moves on as the batch is made; a batch that cannot be
 		// published ends the run.
-		batch := make([]*schema.Design, n)
-		for i := range batch {
+		batch := make([]*schema.Design, 0, n)
+		for len(batch) < n && int(c.published) < c.cfg.Budget {
 			c.published++
-			batch[i] = c.newDesign(c.published)
+			batch = append(batch, c.newDesign(c.published))
 			c.skipCounted()
 		}
 		if err := c.publish(ctx, batch); err != nil {
@@ -327,7 +333,7 @@ func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error 
 			return fmt.Errorf("design %s: %w", d.ID, err)
 		}
 		data[i] = b
-		futures[i], err = c.js.PublishAsync(subject, b, jetstream.WithMsgID(d.ID))
+		futures[i], err = c.js.PublishAsync(subject, b, jetstream.WithMsgID(schema.DesignMsgID(d)))
 		if err != nil {
 			futures[i] = nil
 		}
@@ -335,7 +341,7 @@ func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error 
 	wait, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
 	for i, f := range futures {
-		if err := c.confirm(ctx, wait, f, subject, batch[i].ID, data[i]); err != nil {
+		if err := c.confirm(ctx, wait, f, subject, schema.DesignMsgID(batch[i]), data[i]); err != nil {
 			return err
 		}
 	}
@@ -349,8 +355,8 @@ func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error 
 const ConfirmWait = 5 * time.Second
 
 // confirm waits, until wait ends, for one asynchronous publish; a failed or
-// unconfirmed one is republished synchronously (the same Nats-Msg-Id, so
-// never stored twice) until it is stored.
+// unconfirmed one is republished synchronously (the same Nats-Msg-Id, id,
+// so never stored twice) until it is stored.
 func (c *Controller) confirm(ctx, wait context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
 	if f != nil {
 		select {
@@ -381,8 +387,11 @@ func (c *Controller) onPresence(ctx context.Context, ev presenceEvent) {
 	before := c.liveSlots()
 	if ev.p == nil {
 		c.slots.remove(ev.worker)
-	} else if c.slots.put(ev.p, c.cfg.Now()) {
-		c.log.WithFields(logrus.Fields{"worker": ev.worker, "host": ev.p.Host, "slots": ev.p.Slots}).Info("worker joined")
+	} else {
+		if c.slots.put(ev.p, c.cfg.Now()) {
+			c.log.WithFields(logrus.Fields{"worker": ev.worker, "host": ev.p.Host, "slots": ev.p.Slots}).Info("worker joined")
+		}
+		c.checkControl(ev.worker, ev.p)
 	}
 	if live := c.liveSlots(); live > before {
 		c.checkLimits(ctx, live)
@@ -420,7 +429,8 @@ func (c *Controller) observe(ctx context.Context) {
 		return
 	}
 	l := c.slots.live(c.cfg.Now())
-	snap := Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget}
+	snap := Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget,
+		SlotsQuarantined: l.quarantined, Retries: c.fold.Tally().Retries()}
 	if info, err := c.cons.Info(ctx); err == nil {
 		snap.Queued = int(info.NumPending)
 	}
@@ -449,6 +459,9 @@ func (c *Controller) progress(force bool) {
 	if p.Best != nil {
 		f["best"] = *p.Best
 	}
+	if p.Quarantined > 0 {
+		f["quarantined_slots"] = p.Quarantined
+	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)
 	}
@@ -459,6 +472,7 @@ func (c *Controller) progress(force bool) {
 type Progress struct {
 	Evaluations, Budget, InFlight int
 	Workers, Slots, Busy          int
+	Quarantined                   int // live workers' slots that take no designs
 	Best                          *float64
 	Rate                          float64       // evaluations this controller counted, per second since liveSince
 	ETA                           time.Duration // at that rate; 0 when unknown
@@ -470,7 +484,7 @@ func (c *Controller) Progress() Progress {
 	now := c.cfg.Now()
 	l := c.slots.live(now)
 	p := Progress{Evaluations: c.fold.Terminal(), Budget: c.cfg.Budget, InFlight: c.InFlight(),
-		Workers: l.workers, Slots: l.slots, Busy: l.busy}
+		Workers: l.workers, Slots: l.slots, Busy: l.busy, Quarantined: l.quarantined}
 	if b := c.fold.Best(); b != nil {
 		p.Best = &b.Fitness
 	}

@@ -27,8 +27,14 @@ type Snapshot struct {
 	// result.
 	InFlight int
 	// SlotsLive and SlotsBusy are the slots with a recent heartbeat, and
-	// those of them evaluating a design.
+	// those of them evaluating a design; quarantined slots are neither.
 	SlotsLive, SlotsBusy int
+	// SlotsQuarantined are the live workers' slots that are quarantined:
+	// they take no designs.
+	SlotsQuarantined int
+	// Retries is the number of failed attempts retried so far, replayed
+	// ones included.
+	Retries int
 	// Budget is the number of designs the run evaluates.
 	Budget int
 	// Best is the best fitness so far; nil until a design evaluated ok.

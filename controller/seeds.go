@@ -39,8 +39,8 @@ func SeedsFrom(ctx context.Context, js jetstream.JetStream, run string, sp *spac
 	// The run's own fold, with a pool of n that replaces its worst member:
 	// what is left is the n best designs evaluated ok, each counted once
 	// however often it was evaluated.
-	// The earlier run's budget, from its record, says which of its
-	// results count.
+	// The earlier run's budget and rules, from its record, say which of
+	// its results count.
 	rec, err := LoadRun(ctx, js, run, log)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func SeedsFrom(ctx context.Context, js jetstream.JetStream, run string, sp *spac
 	if rec == nil {
 		return nil, fmt.Errorf("run %s: no such run on this broker: %w", run, ErrNoSeeds)
 	}
-	fold := NewFold(NewTally(run, rec.Budget), 1, n, ReplaceWorst)
+	fold := NewFold(NewTally(run, rec.Budget, RulesOf(rec)), 1, n, ReplaceWorst)
 	err = broker.ReadResults(ctx, js, run, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
 		fold.Apply(r, err)
 		return nil

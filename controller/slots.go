@@ -12,6 +12,11 @@ import (
 type slotTracker struct {
 	workers map[string]*seenWorker
 	maxLive int
+	// held are a worker's slots the controller holds quarantined; nil:
+	// none. A quarantined slot takes no design, so counting it among the
+	// live slots would keep designs in flight for it and starve nothing
+	// else but mislead every figure.
+	held func(worker string, p *schema.Presence) []int
 }
 
 type seenWorker struct {
@@ -19,9 +24,10 @@ type seenWorker struct {
 	seen time.Time // local receive time: immune to clock skew
 }
 
-// liveCount is a snapshot of the live workers.
+// liveCount is a snapshot of the live workers. slots excludes the
+// quarantined ones, which quarantined counts.
 type liveCount struct {
-	workers, slots, busy int
+	workers, slots, busy, quarantined int
 }
 
 func newSlotTracker() *slotTracker { return &slotTracker{workers: map[string]*seenWorker{}} }
@@ -53,14 +59,37 @@ func Alive(p schema.Presence, seen, now time.Time) bool {
 // live counts the live workers, their slots and busy slots.
 func (t *slotTracker) live(now time.Time) liveCount {
 	var l liveCount
-	for _, w := range t.workers {
+	for id, w := range t.workers {
 		if w.alive(now) {
+			usable := t.usable(id, w)
 			l.workers++
-			l.slots += w.p.Slots
-			l.busy += w.p.Busy
+			l.slots += usable
+			l.quarantined += w.p.Slots - usable
+			l.busy += min(w.p.Busy, usable)
 		}
 	}
 	return l
+}
+
+// usable is the number of w's slots that take designs: all but those
+// its heartbeat reports quarantined and those the controller holds
+// quarantined, whichever learned of it first.
+func (t *slotTracker) usable(id string, w *seenWorker) int {
+	if len(w.p.Quarantined) == 0 && t.held == nil {
+		return w.p.Slots
+	}
+	q := map[int]bool{}
+	for _, i := range w.p.Quarantined {
+		q[i] = true
+	}
+	if t.held != nil {
+		for _, i := range t.held(id, &w.p) {
+			if i < w.p.Slots {
+				q[i] = true
+			}
+		}
+	}
+	return w.p.Slots - len(q)
 }
 
 // prune forgets workers silent for a minute.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -18,6 +19,11 @@ type Summary struct {
 	Error       int    `json:"error"`
 	Timeout     int    `json:"timeout"`
 	Lost        int    `json:"lost"`
+	// Retried is the number of failed attempts retried instead of
+	// counted, and Quarantined the slots the results left quarantined,
+	// as worker/slot.
+	Retried     int      `json:"retried"`
+	Quarantined []string `json:"quarantined,omitempty"`
 	// BestFitness is null when no design evaluated ok.
 	BestFitness *float64       `json:"best_fitness"`
 	Best        map[string]any `json:"best"` // the best design's genome
@@ -75,6 +81,10 @@ func (c *Controller) Summary() *Summary {
 		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
 	}
 	s.UtilSteady = round(st.Utilization(s.Slots), 4)
+	s.Retried = f.Tally().Retries()
+	for _, q := range f.Tally().Quarantined() {
+		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))
+	}
 	if b := f.Best(); b != nil {
 		s.BestFitness, s.Best, s.BestID = &b.Fitness, b.Design.Genome, b.Design.ID
 	}
@@ -103,7 +113,7 @@ func round(x float64, digits int) float64 {
 // Fields are the summary's figures for a log line.
 func (s *Summary) Fields() logrus.Fields {
 	f := logrus.Fields{"evaluations": s.Evaluations, "ok": s.OK, "infeasible": s.Infeasible,
-		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "wall_s": s.WallS,
+		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "retried": s.Retried, "wall_s": s.WallS,
 		"evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
 		"util_steady": s.UtilSteady, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
 		"pool_digest": s.PoolDigest}

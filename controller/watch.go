@@ -202,7 +202,7 @@ func (c *Controller) publishResult(ctx context.Context, r *schema.Result) error 
 	if err != nil {
 		return err
 	}
-	_, err = c.js.Publish(ctx, schema.ResultSubject(r.Run), data, jetstream.WithMsgID(schema.ResultMsgID(r.DesignID, 0)))
+	_, err = c.js.Publish(ctx, schema.ResultSubject(r.Run), data, jetstream.WithMsgID(schema.AttemptMsgID(r.DesignID, r.Design.Retry, 0)))
 	if err != nil {
 		return fmt.Errorf("record result of %s: %w", r.DesignID, err)
 	}

@@ -120,6 +120,43 @@ func DecodeRun(b []byte) (*Run, error) {
 	return r, r.Validate()
 }
 
+// EncodeControl stamps the schema version on c, validates and encodes it.
+func EncodeControl(c *Control) ([]byte, error) {
+	c.V = Version
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(c)
+}
+
+// DecodeControl decodes and validates a controller's order to a worker.
+func DecodeControl(b []byte) (*Control, error) {
+	c := new(Control)
+	if err := unmarshal(b, c, "control"); err != nil {
+		return nil, err
+	}
+	return c, c.Validate()
+}
+
+// Validate checks every field of c.
+func (c *Control) Validate() error {
+	if err := ValidToken(c.Run); err != nil {
+		return invalid("control", "run", "%v", err)
+	}
+	if err := ValidToken(c.Worker); err != nil {
+		return invalid("control", "worker", "%v", err)
+	}
+	if len(c.Quarantine) == 0 {
+		return invalid("control", "quarantine", "no slot")
+	}
+	for _, s := range c.Quarantine {
+		if s < 0 {
+			return invalid("control", "quarantine", "slot %d < 0", s)
+		}
+	}
+	return nil
+}
+
 // EncodeLease validates and encodes a controller's lease.
 func EncodeLease(l *Lease) ([]byte, error) {
 	l.V = Version
@@ -278,6 +315,32 @@ func (d *Design) Validate() error {
 	if d.Created.IsZero() {
 		return invalid("design", "created", "missing")
 	}
+	return d.validateRetry()
+}
+
+// MaxAvoid bounds each of a design's avoid lists.
+const MaxAvoid = 256
+
+func (d *Design) validateRetry() error {
+	if d.Retry < 0 {
+		return invalid("design", "retry", "%d < 0", d.Retry)
+	}
+	if d.Retry == 0 && len(d.AvoidHosts)+len(d.AvoidWorkers) > 0 {
+		return invalid("design", "avoid", "a first attempt has nothing to avoid")
+	}
+	if len(d.AvoidHosts) > MaxAvoid || len(d.AvoidWorkers) > MaxAvoid {
+		return invalid("design", "avoid", "more than %d entries", MaxAvoid)
+	}
+	for _, h := range d.AvoidHosts {
+		if h == "" {
+			return invalid("design", "avoid_hosts", "empty host name")
+		}
+	}
+	for _, w := range d.AvoidWorkers {
+		if err := ValidToken(w); err != nil {
+			return invalid("design", "avoid_workers", "%v", err)
+		}
+	}
 	return nil
 }
 
@@ -362,6 +425,11 @@ func (p *Presence) Validate() error {
 	if p.Interval <= 0 {
 		return invalid("presence", "interval_ns", "%v <= 0", p.Interval)
 	}
+	for _, s := range p.Quarantined {
+		if s < 0 || s >= p.Slots {
+			return invalid("presence", "quarantined", "slot %d outside 0..%d", s, p.Slots-1)
+		}
+	}
 	return nil
 }
 
@@ -386,6 +454,12 @@ func (r *Run) Validate() error {
 	}
 	if r.Failure != nil && r.Failure.Attempts < 1 {
 		return invalid("run", "failure", "attempts %d < 1", r.Failure.Attempts)
+	}
+	if r.ErrorRetries != nil && *r.ErrorRetries < 0 {
+		return invalid("run", "error_retries", "%d < 0", *r.ErrorRetries)
+	}
+	if r.QuarantineAfter != nil && *r.QuarantineAfter < 0 {
+		return invalid("run", "quarantine_after", "%d < 0", *r.QuarantineAfter)
 	}
 	return nil
 }

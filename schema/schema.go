@@ -116,6 +116,34 @@ type Design struct {
 	Parents []string       `msgpack:"parents,omitempty" json:"parents,omitempty"`
 	Origin  Origin         `msgpack:"origin" json:"origin"`
 	Created time.Time      `msgpack:"created" json:"created"`
+	// Retry is 0 when the design is published the first time, and n when
+	// the controller publishes it again for its n-th retry after an
+	// attempt that failed (error or timeout): the same design, another
+	// attempt, with the Nats-Msg-Id DesignMsgID gives it.
+	Retry int `msgpack:"retry,omitempty" json:"retry,omitempty"`
+	// AvoidHosts and AvoidWorkers name where earlier attempts of a retried
+	// design failed: a worker on one of these hosts, or one of these
+	// workers, hands the design back for another slot to take (see
+	// SCHEMA.md, Retries). Empty when no other host or worker was live to
+	// take it.
+	AvoidHosts   []string `msgpack:"avoid_hosts,omitempty" json:"avoid_hosts,omitempty"`
+	AvoidWorkers []string `msgpack:"avoid_workers,omitempty" json:"avoid_workers,omitempty"`
+}
+
+// Avoids reports whether a worker with ID worker on host should hand d
+// back rather than evaluate it: an earlier attempt failed there.
+func (d *Design) Avoids(worker, host string) bool {
+	for _, h := range d.AvoidHosts {
+		if h == host {
+			return true
+		}
+	}
+	for _, w := range d.AvoidWorkers {
+		if w == worker {
+			return true
+		}
+	}
+	return false
 }
 
 // Result is the terminal outcome of one design, published on
@@ -175,6 +203,9 @@ type Presence struct {
 	// intervals is stale.
 	Interval time.Duration `msgpack:"interval_ns" json:"interval_ns"`
 	Leaving  bool          `msgpack:"leaving,omitempty" json:"leaving,omitempty"`
+	// Quarantined are the worker's slots (indexes, from 0) that the
+	// controller quarantined and that take no more designs.
+	Quarantined []int `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
 }
 
 // Run is the state of a run, stored in RunBucket under the run ID. Workers
@@ -202,6 +233,14 @@ type Run struct {
 	Tournament int `msgpack:"tournament,omitempty" json:"tournament,omitempty"`
 	Margin     int `msgpack:"margin,omitempty" json:"margin,omitempty"`
 	MaxDeliver int `msgpack:"max_deliver,omitempty" json:"max_deliver,omitempty"`
+	// ErrorRetries is how many failed (error or timeout) attempts of a
+	// design are retried before one counts; nil in runs recorded before
+	// retries existed, whose results count as if it were 0.
+	ErrorRetries *int `msgpack:"error_retries,omitempty" json:"error_retries,omitempty"`
+	// QuarantineAfter is the number of failed attempts in a row after
+	// which the controller quarantines a slot (0: never); nil in runs
+	// recorded before quarantine existed.
+	QuarantineAfter *int `msgpack:"quarantine_after,omitempty" json:"quarantine_after,omitempty"`
 	// SeedsFrom is the earlier run whose best designs seeded this one, and
 	// Seeds are their genomes: designs 1..len(Seeds).
 	SeedsFrom string           `msgpack:"seeds_from,omitempty" json:"seeds_from,omitempty"`
@@ -237,6 +276,22 @@ type Failure struct {
 	// how many of them had it.
 	Error string `msgpack:"error" json:"error"`
 	Count int    `msgpack:"count" json:"count"`
+}
+
+// Control is an order from a run's controller to one of its workers,
+// published with plain NATS (not stored) on ControlSubject(run, worker).
+// A control that is lost is sent again (see SCHEMA.md, Quarantine).
+type Control struct {
+	V      int    `msgpack:"v" json:"v"`
+	Run    string `msgpack:"run" json:"run"`
+	Worker string `msgpack:"worker" json:"worker"`
+	// Quarantine are the worker's slots that are to take no more designs:
+	// each finishes the design it has and stops. Every slot the
+	// controller holds quarantined is listed, not only new ones.
+	Quarantine []int `msgpack:"quarantine" json:"quarantine"`
+	// Reason says why, for the worker's log.
+	Reason string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	Sent   time.Time `msgpack:"sent" json:"sent"`
 }
 
 // Change is one setting of a run changed by a restarted controller.

@@ -18,6 +18,7 @@ const (
 	LeaseBucket    = "evoq_leases"   // key: run: the controller that runs it
 	ConsumerPrefix = "evoq-workers-" // + run ID: the durable pull consumer of a run
 	AlertPrefix    = "evoq.alert."   // + run ID: plain NATS alerts from workers, not stored
+	ControlPrefix  = "evoq.control." // + run ID + "." + worker ID: plain NATS orders to a worker, not stored
 )
 
 // MaxTokenLen bounds run and worker IDs.
@@ -33,6 +34,10 @@ func ResultSubject(run string) string { return ResultPrefix + run }
 // act on, such as a full store. Alerts are plain NATS messages: they need
 // no room in the store.
 func AlertSubject(run string) string { return AlertPrefix + run }
+
+// ControlSubject is where the controller of run sends worker its
+// orders (Control).
+func ControlSubject(run, worker string) string { return ControlPrefix + run + "." + worker }
 
 // AlertStoreFull is the body of the alert a worker sends when the broker
 // refuses its result for lack of room.
@@ -52,6 +57,31 @@ func DesignID(run string, seq uint64) string { return run + "-" + strconv.Format
 func ResultMsgID(designID string, attempt int) string {
 	return designID + "/" + strconv.Itoa(attempt)
 }
+
+// DesignMsgID is the Nats-Msg-Id of design d: its ID, and for a retry
+// <id>/retry<n>, so that each retry is stored once however often it is
+// published, and not taken for the first publication.
+func DesignMsgID(d *Design) string {
+	if d.Retry == 0 {
+		return d.ID
+	}
+	return d.ID + "/retry" + strconv.Itoa(d.Retry)
+}
+
+// AttemptMsgID is the Nats-Msg-Id of the result of delivery attempt of
+// a design published for its retry (0: its first publication): for a
+// first publication ResultMsgID, for a retry <design_id>/retry<n>/<attempt>,
+// since a retried design's delivery count starts again at 1. The
+// controller's lost result takes attempt 0.
+func AttemptMsgID(designID string, retry, attempt int) string {
+	if retry == 0 {
+		return ResultMsgID(designID, attempt)
+	}
+	return designID + "/retry" + strconv.Itoa(retry) + "/" + strconv.Itoa(attempt)
+}
+
+// MsgID is the Nats-Msg-Id a worker stores r with.
+func (r *Result) MsgID() string { return AttemptMsgID(r.DesignID, r.Design.Retry, r.Attempt) }
 
 // ValidToken checks that s can be used as a run or worker ID: 1 to
 // MaxTokenLen characters from [A-Za-z0-9_-], so it is a single NATS subject

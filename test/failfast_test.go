@@ -85,7 +85,7 @@ func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *c
 	t.Helper()
 	results := readResults(t, dir, run)
 	total := budget + s.Error
-	tally := controller.NewTally(run, total)
+	tally := controller.NewTally(run, total, controller.RulesOf(readRecord(t, dir, run)))
 	errs, counted := 0, map[uint64]int{}
 	for i, r := range results {
 		if v := tally.Judge(r, nil); v == controller.Counted {

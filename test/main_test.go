@@ -153,10 +153,14 @@ func subjectCount(t *testing.T, js jetstream.JetStream, run string) int {
 	return int(info.State.Subjects[schema.ResultSubject(run)])
 }
 
+// defaultRules are the counting rules of a run started without
+// --error-retries and --quarantine-after.
+var defaultRules = controller.Rules{ErrorRetries: controller.ErrorRetriesDefault, QuarantineAfter: controller.QuarantineAfterDefault}
+
 // fold replays results into a fresh fold, counting them as the controller
-// of run with budget does.
+// of run with budget and the default rules does.
 func fold(results []*schema.Result, run string, budget, init, pool int, replace controller.Replace) *controller.Fold {
-	f := controller.NewFold(controller.NewTally(run, budget), init, pool, replace)
+	f := controller.NewFold(controller.NewTally(run, budget, defaultRules), init, pool, replace)
 	for _, r := range results {
 		f.Apply(r, nil)
 	}

@@ -106,8 +106,10 @@ case $((seq % 5)) in
   *) echo "epoch 1"; echo "{\"fitness\": 0.$seq, \"metrics\": {\"slot\": $EVOQ_SLOT, \"attempt\": $EVOQ_ATTEMPT, \"run\": \"$EVOQ_RUN\"}}";;
 esac
 `)
+	// Two designs in five fail by design, not by slot: no slot is to be
+	// quarantined for them (each is retried, and fails again).
 	s, store := runJSON(t, 2*time.Minute, "--eval-cmd", "sh "+script, "--config", space, "--slots", "3",
-		"--init", "5", "--pool", "3", "--budget", "30", "--run", "cmd")
+		"--init", "5", "--pool", "3", "--budget", "30", "--run", "cmd", "--quarantine-after", "0")
 	if s.Evaluations != 30 || s.Error != 12 || s.Infeasible != 6 || s.OK != 12 {
 		t.Fatalf("got %d evaluations: %d ok, %d infeasible, %d error; want 30: 12, 6, 12", s.Evaluations, s.OK, s.Infeasible, s.Error)
 	}

@@ -107,7 +107,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budg
 		}
 		want[k][d] = true
 	}
-	f := controller.NewFold(controller.NewTally(run, budget), init, pool, replace)
+	f := controller.NewFold(controller.NewTally(run, budget, defaultRules), init, pool, replace)
 	checked := 0
 	check := func() {
 		for d := range want[f.Terminal()] {
@@ -231,4 +231,14 @@ func checkOneResultEach(t *testing.T, results []*schema.Result, budget int) {
 	if len(seqs) != budget || len(results) != budget {
 		t.Errorf("%d results for %d designs, want %d for %d", len(results), len(seqs), budget, budget)
 	}
+}
+
+// readRecord reads a stopped run's record from its store.
+func readRecord(t *testing.T, dir, run string) *schema.Run {
+	t.Helper()
+	rec, err := controller.LoadRun(testutil.Context(t, 30*time.Second), openStore(t, dir).JS, run, nil)
+	if err != nil || rec == nil {
+		t.Fatalf("record of run %s: %v, %v", run, rec, err)
+	}
+	return rec
 }

@@ -45,7 +45,9 @@ type Command struct {
 	// Env is added to the evaluator's environment (KEY=VALUE).
 	Env []string
 	// LogDir, when set, keeps each evaluation's whole stdout and stderr in
-	// LogDir/<run>/<design>-<attempt>.out and .err.
+	// LogDir/<run>/<design>-<attempt>.out and .err; a retry's in
+	// <design>-retry<n>-<attempt>, since its delivery count starts again
+	// at 1.
 	LogDir string
 }
 
@@ -63,7 +65,7 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
 	cmd.SysProcAttr = evaluatorAttr()
-	files, err := openLogs(c.LogDir, t.Design.Run, fmt.Sprintf("%s-%d", t.Design.ID, t.Attempt))
+	files, err := openLogs(c.LogDir, t.Design.Run, logName(t))
 	if err != nil {
 		return Failed(ctx, err)
 	}
@@ -226,6 +228,14 @@ func shellCommand(cmd string) string {
 		return cmd
 	}
 	return "exec " + cmd
+}
+
+// logName names an evaluation's log files.
+func logName(t Task) string {
+	if t.Design.Retry > 0 {
+		return fmt.Sprintf("%s-retry%d-%d", t.Design.ID, t.Design.Retry, t.Attempt)
+	}
+	return fmt.Sprintf("%s-%d", t.Design.ID, t.Attempt)
 }
 
 func taskEnv(t Task) []string {

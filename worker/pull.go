@@ -155,6 +155,17 @@ func (d design) Nak() error {
 	return err
 }
 
+// NakDelay hands the design back for redelivery after delay, waiting
+// for the broker to take it as Nak does.
+func (d design) NakDelay(delay time.Duration) error {
+	body := fmt.Sprintf(`-NAK {"delay":%d}`, max(delay.Nanoseconds(), 1))
+	if d.m.Reply == "" || d.nc == nil {
+		return d.reply(body)
+	}
+	_, err := d.nc.Request(d.m.Reply, []byte(body), nakWait)
+	return err
+}
+
 // nakWait bounds the wait for the broker to take a hand-back; a broker
 // that does not answer in time redelivers the design after its ack wait.
 const nakWait = 2 * time.Second

@@ -24,14 +24,16 @@ func (w *Worker) slot(i int) {
 			s.pull.close()
 		}
 	}()
-	for w.fetchCtx.Err() == nil && w.walltimeAllows() {
+	// A quarantined slot stops before its next pull; a pull already out
+	// is answered within FetchWait, and what it brings goes back.
+	for w.fetchCtx.Err() == nil && w.walltimeAllows() && !w.isQuarantined(i) {
 		msg, err := w.next(s)
 		if err != nil {
 			w.fetchFailed(s, err)
 			continue
 		}
-		if w.fetchCtx.Err() != nil {
-			_ = msg.Nak() // arrived after Stop: hand it back at once
+		if w.fetchCtx.Err() != nil || w.isQuarantined(i) {
+			_ = msg.Nak() // arrived after Stop or quarantine: hand it back at once
 			return
 		}
 		w.handle(s, msg)
@@ -102,6 +104,12 @@ func (w *Worker) handle(s *slotState, msg design) {
 		w.reject(s, msg, d, err, attempt, start)
 		return
 	}
+	if w.avoided(d, attempt) {
+		s.log.WithFields(logrus.Fields{"design": d.ID, "retry": d.Retry, "attempt": attempt}).
+			Info("design failed on this worker or host before; handed back for a slot elsewhere")
+		_ = msg.NakDelay(AvoidDelay)
+		return
+	}
 	w.busy.Add(1)
 	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
 	res, handBack := w.evaluate(s, d, attempt, start)
@@ -157,6 +165,7 @@ func (w *Worker) finish(s *slotState, msg design, res *schema.Result) {
 		return
 	}
 	w.done.Add(1)
+	w.noteFailure(res)
 	if w.cfg.OnStored != nil {
 		w.cfg.OnStored(res)
 	}
@@ -317,7 +326,7 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 			return false
 		}
 	}
-	subject, id := schema.ResultSubject(res.Run), schema.ResultMsgID(res.DesignID, res.Attempt)
+	subject, id := schema.ResultSubject(res.Run), res.MsgID()
 	// A full store is retried too: the result is held until there is room.
 	b := broker.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second, OnRetry: func(err error, _ time.Duration) {
 		lg := s.log.WithError(err).WithField("design", res.DesignID)

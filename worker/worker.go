@@ -188,6 +188,11 @@ type Worker struct {
 	walltimeEvery time.Duration
 	walltimeOnce  sync.Once
 
+	// maxDeliver is the consumer's delivery limit (-1: none), read as the
+	// worker joins: a design that avoids this worker is evaluated here
+	// rather than handed back into its limit (see avoided).
+	maxDeliver int
+
 	fetchCtx    context.Context // cancelled by Stop: no new designs
 	fetchCancel context.CancelFunc
 	evalCtx     context.Context // cancelled by a hard stop: running evaluations end
@@ -197,6 +202,8 @@ type Worker struct {
 	stopOnce    sync.Once
 	slotsDone   chan struct{} // closed when every slot has returned
 	doneCh      chan struct{}
+	q           quarantine
+	err         error // why the worker left on its own; set before doneCh closes
 }
 
 // New checks cfg and returns a worker; Start begins serving.
@@ -207,7 +214,8 @@ func New(js jetstream.JetStream, cfg Config) (*Worker, error) {
 	}
 	log := cfg.Logger.WithFields(logrus.Fields{"run": cfg.Run, "worker": cfg.ID})
 	return &Worker{js: js, cfg: cfg, log: log, now: time.Now, walltimeEvery: walltimeCheckEvery,
-		slotsDone: make(chan struct{}), doneCh: make(chan struct{})}, nil
+		slotsDone: make(chan struct{}), doneCh: make(chan struct{}),
+		q: quarantine{slots: map[int]bool{}, lastErr: map[int]string{}}}, nil
 }
 
 // ID is the worker's ID.
@@ -223,7 +231,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.cons = cons
 	info := cons.CachedInfo()
-	w.ackWait = info.Config.AckWait
+	w.ackWait, w.maxDeliver = info.Config.AckWait, info.Config.MaxDeliver
 	if err := w.checkLimits(info); err != nil {
 		return err
 	}
@@ -243,6 +251,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	// then leaves at once, and says why (see leaveDone).
 	if phase, err := runPhase(ctx, w.js, w.cfg.Run); err == nil && phase == schema.PhaseDone {
 		w.lateForRun = true
+	}
+	// Subscribed before the slots start, so that an order sent as the
+	// first heartbeat arrives is not missed.
+	if err := w.watchControl(); err != nil {
+		return err
 	}
 	w.started = time.Now()
 	w.evalCtx, w.evalCancel = context.WithCancel(ctx)
@@ -384,13 +397,18 @@ func (w *Worker) stopNow() {
 func (w *Worker) Done() <-chan struct{} { return w.doneCh }
 
 // Err says, once Done is closed, why the worker left when that was no
-// normal end: an error matching ErrRunFailed when its run failed. Nil
-// otherwise.
+// normal end: an error matching ErrRunFailed when its run failed, or
+// ErrQuarantined when every slot was quarantined. Nil otherwise.
 func (w *Worker) Err() error {
 	if p := w.failed.Load(); p != nil {
 		return *p
 	}
-	return nil
+	select {
+	case <-w.doneCh:
+		return w.err
+	default:
+		return nil
+	}
 }
 
 // Busy is the number of slots evaluating now.
@@ -398,6 +416,9 @@ func (w *Worker) Busy() int { return int(w.busy.Load()) }
 
 func (w *Worker) closeWhenDone() {
 	w.slots.Wait()
+	if w.fetchCtx.Err() == nil && w.allQuarantined() {
+		w.leaveQuarantined()
+	}
 	w.fetchCancel()
 	close(w.slotsDone)
 	if c, ok := w.cfg.Evaluator.(io.Closer); ok {

@@ -80,6 +80,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, controller.ErrFailed) || errors.Is(err, worker.ErrRunFailed):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return ExitRunFailed
+	case errors.Is(err, worker.ErrQuarantined):
+		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
+		return ExitQuarantined
 	default:
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 1
@@ -91,6 +94,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // of a worker that left such a run: apart from 1, so that a job script
 // can tell a broken evaluator from a broken broker or store.
 const ExitRunFailed = 3
+
+// ExitQuarantined is the exit code of a worker that left because the
+// controller quarantined every one of its slots: a batch system shows the
+// node's step as failed.
+const ExitQuarantined = 4
 
 // errUsage marks a bad flag or argument: exit code 2.
 var errUsage = errors.New("usage")

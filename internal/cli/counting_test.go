@@ -33,6 +33,7 @@ type tally struct {
 	duplicates int
 	foreign    int
 	malformed  int
+	retried    int
 	digest     string // the pool digest, from the readers that compute one
 }
 
@@ -98,9 +99,13 @@ func (s *stream) want(budget int) tally {
 			w.foreign++
 		case controller.Malformed:
 			w.malformed++
+		case controller.Retried:
+			w.retried++
 		}
 	}
-	f := controller.NewFold(controller.NewTally(agreeRun, budget), agreeInit, agreePool, controller.ReplaceWorst)
+	// The counted results alone, each the first of its design: no rule
+	// but the budget decides.
+	f := controller.NewFold(controller.NewTally(agreeRun, budget, controller.Rules{}), agreeInit, agreePool, controller.ReplaceWorst)
 	for _, r := range s.counted {
 		w.counted++
 		w.byStatus[r.Status]++
@@ -117,7 +122,8 @@ const agreeBudget, agreeInit, agreePool = 12, 4, 3
 // TestCountingAgreement builds one results stream on a real broker holding
 // the run's results, a redelivered design's second result, a lost record
 // and a frozen worker's late result after it, a result beyond the budget,
-// one of another run's design, and messages that do not decode or
+// one of another run's design, failed attempts retried (one that fails
+// again, one that succeeds on retry), and messages that do not decode or
 // validate. A controller restarted on the stream, evoq status, export,
 // report and replay must each count the same results, with the same status
 // counts, and the controller and replay the same pool. A restart that
@@ -138,6 +144,17 @@ func TestCountingAgreement(t *testing.T) {
 	for i, st := range statuses {
 		seq := uint64(i + 1)
 		r := s.own(seq, st, float64(i)/10, 1)
+		if st == schema.StatusError || st == schema.StatusTimeout {
+			// The run retries a failure once, on another worker: the
+			// error fails again and counts; the timeout's retry is ok.
+			s.store(r, controller.Retried)
+			retry := *r
+			retry.Design.Retry, retry.Design.AvoidWorkers, retry.Worker = 1, []string{r.Worker}, "w2"
+			if st == schema.StatusTimeout {
+				retry.Status, retry.Fitness, retry.Error = schema.StatusOK, 0.75, ""
+			}
+			r = &retry
+		}
 		s.store(r, controller.Counted)
 		switch seq {
 		case 4:
@@ -170,7 +187,7 @@ func TestCountingAgreement(t *testing.T) {
 	}
 
 	cfg := controller.Config{Run: agreeRun, Space: sp, Budget: agreeBudget, Init: agreeInit, Pool: agreePool,
-		Replace: controller.ReplaceWorst, Seed: new(uint64(1)), Logger: testutil.Logger(t)}
+		Replace: controller.ReplaceWorst, Seed: new(uint64(1)), ErrorRetries: new(1), Logger: testutil.Logger(t)}
 	want := s.want(agreeBudget)
 	// The first controller finds the run's results without a record; the
 	// second continues the run from the record the first wrote.
@@ -214,7 +231,7 @@ func TestCountingAgreement(t *testing.T) {
 		t.Errorf("after raising the budget to %d: %+v, want the result beyond the old budget and design %d counted",
 			cfg.Budget, raised, cfg.Budget)
 	}
-	raised.duplicates, raised.foreign, raised.malformed = want.duplicates, want.foreign-1, want.malformed
+	raised.duplicates, raised.foreign, raised.malformed, raised.retried = want.duplicates, want.foreign-1, want.malformed, want.retried
 	readersAgree(t, b, raised)
 }
 
@@ -240,7 +257,7 @@ func controllerOn(t *testing.T, b *testutil.Broker, cfg controller.Config) *cont
 func summaryTally(s *controller.Summary) tally {
 	by := map[schema.Status]int{schema.StatusOK: s.OK, schema.StatusInfeasible: s.Infeasible,
 		schema.StatusError: s.Error, schema.StatusTimeout: s.Timeout, schema.StatusLost: s.Lost}
-	return tally{counted: s.Evaluations, byStatus: by, duplicates: -1, foreign: -1, malformed: -1, digest: s.PoolDigest}
+	return tally{counted: s.Evaluations, byStatus: by, duplicates: -1, foreign: -1, malformed: -1, retried: s.Retried, digest: s.PoolDigest}
 }
 
 // agree compares what reader says with what every reader should say. A
@@ -259,7 +276,8 @@ func agree(t *testing.T, reader string, got, want tally) {
 	for _, f := range []struct {
 		name      string
 		got, want int
-	}{{"duplicate", got.duplicates, want.duplicates}, {"foreign", got.foreign, want.foreign}, {"malformed", got.malformed, want.malformed}} {
+	}{{"duplicate", got.duplicates, want.duplicates}, {"foreign", got.foreign, want.foreign}, {"malformed", got.malformed, want.malformed},
+		{"retried", got.retried, want.retried}} {
 		if f.got >= 0 && f.got != f.want {
 			t.Errorf("%s finds %d %s results, want %d", reader, f.got, f.name, f.want)
 		}
@@ -279,7 +297,7 @@ func readersAgree(t *testing.T, b *testutil.Broker, want tally) {
 	var st runStatus
 	decodeJSON(t, "status", cliOut(t, 0, append([]string{"status", "--json"}, src...)...), &st)
 	agree(t, "evoq status", tally{counted: st.Done, byStatus: st.ByStatus, duplicates: st.Duplicates,
-		foreign: st.Foreign, malformed: st.Malformed}, want)
+		foreign: st.Foreign, malformed: st.Malformed, retried: st.Retried}, want)
 
 	agree(t, "evoq export", exportTally(t, cliOut(t, 0, append([]string{"export", "--format", "jsonl"}, src...)...)), want)
 
@@ -291,7 +309,7 @@ func readersAgree(t *testing.T, b *testutil.Broker, want tally) {
 		by[schema.Status(k)] = n
 	}
 	agree(t, "evoq replay", tally{counted: rep.Evaluations, byStatus: by, duplicates: rep.Duplicates,
-		foreign: len(rep.Foreign), malformed: len(rep.Malformed), digest: rep.PoolDigest}, want)
+		foreign: len(rep.Foreign), malformed: len(rep.Malformed), retried: rep.Retried, digest: rep.PoolDigest}, want)
 
 	r := history.FromJS(b.JS)
 	ri, err := r.Pick(context.Background(), agreeRun)
@@ -304,7 +322,7 @@ func readersAgree(t *testing.T, b *testutil.Broker, want tally) {
 	}
 	a := report.Analyze(in)
 	agree(t, "evoq report", tally{counted: a.Evaluations, byStatus: a.Counts, duplicates: a.Duplicates,
-		foreign: a.Foreign, malformed: a.Malformed}, want)
+		foreign: a.Foreign, malformed: a.Malformed, retried: a.Retried}, want)
 }
 
 // exportTally counts the rows of a JSON lines export by their verdict; a
@@ -334,6 +352,8 @@ func exportTally(t *testing.T, out []byte) tally {
 			got.duplicates++
 		case controller.Foreign.String():
 			got.foreign++
+		case controller.Retried.String():
+			got.retried++
 		default:
 			t.Errorf("export row with verdict %q", row.Verdict)
 		}

@@ -122,8 +122,8 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	v := c.verdicts
-	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted (%d duplicate and %d foreign results not counted), %d malformed results skipped\n",
-		ri.ID, len(rows), v[controller.Counted], v[controller.Duplicate], v[controller.Foreign], c.warned)
+	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted (%d retried, %d duplicate and %d foreign results not counted), %d malformed results skipped\n",
+		ri.ID, len(rows), v[controller.Counted], v[controller.Retried], v[controller.Duplicate], v[controller.Foreign], c.warned)
 	return nil
 }
 
@@ -131,7 +131,7 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 // has nothing to write and is skipped with a warning.
 func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunInfo) ([]exportRow, error) {
 	var rows []exportRow
-	tally := controller.NewTally(ri.ID, ri.Budget)
+	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
 	c.verdicts = map[controller.Verdict]int{}
 	err := r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
 		v := tally.Judge(res, err)

@@ -18,7 +18,8 @@ var controllerFlag = map[string]string{
 	"Replace": "--replace", "Tournament": "--tournament", "Seed": "--seed", "Margin": "--margin",
 	"ExpectSlots": "--expect-slots", "WaitSlots": "--wait-slots", "AckWait": "--ack-wait",
 	"MaxDeliver": "--max-deliver", "Replicas": "--replicas", "Seeds": "--from-run", "SeedsFrom": "--from-run",
-	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast",
+	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast", "ErrorRetries": "--error-retries",
+	"QuarantineAfter": "--quarantine-after",
 }
 
 // workerFlag is the flag of each worker.Config field.

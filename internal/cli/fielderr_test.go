@@ -28,6 +28,9 @@ func TestFieldErrorsNameFlags(t *testing.T) {
 		{"text is quoted", controller.Config{Run: "r", Space: sp, Replace: "best"}.Validate(), `--replace "best": want worst or oldest`},
 		{"a field with no value", controller.Config{Run: "r"}.Validate(), "--config: no search space"},
 		{"a recorded setting", &controller.SettingError{Field: "Seed", Recorded: "7", Given: "9", Why: "why"}, "--seed 9: the run records 7; why"},
+		{"retries", controller.Config{Run: "r", Space: sp, ErrorRetries: new(-1)}.Validate(), "--error-retries -1: must be >= 0 (0 retries none)"},
+		{"retries recorded", &controller.SettingError{Field: "ErrorRetries", Recorded: "1", Given: "2", Why: "why"}, "--error-retries 2: the run records 1; why"},
+		{"quarantine", controller.Config{Run: "r", Space: sp, QuarantineAfter: new(-3)}.Validate(), "--quarantine-after -3: must be >= 0 (0 turns quarantine off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

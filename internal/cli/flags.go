@@ -180,6 +180,7 @@ type searchFlags struct {
 	spacePath, run, replace         string
 	budget, init, pool, tournament  int
 	margin, expectSlots, maxDeliver int
+	errorRetries, quarantineAfter   int
 	failFast                        int
 	seed                            uint64
 	ackWait, progress, idleAlarm    time.Duration
@@ -197,6 +198,8 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.margin, "margin", 0, "designs queued beyond the live slots (0: 5% of the live slots, at least 2)")
 	fs.IntVar(&s.expectSlots, "expect-slots", 0, "slots the consumer limits are sized for (0: --slots for run, else 1; never below 4096 waiting pulls)")
 	fs.IntVar(&s.maxDeliver, "max-deliver", broker.MaxDeliverDefault, "deliveries of a design before it is recorded as lost")
+	fs.IntVar(&s.errorRetries, "error-retries", controller.ErrorRetriesDefault, "retry a design whose evaluation failed (error or timeout) up to this many times, on another worker or host, before the failure counts (0: off; fixed for the run)")
+	fs.IntVar(&s.quarantineAfter, "quarantine-after", controller.QuarantineAfterDefault, "quarantine a slot after this many failed evaluations in a row while other slots succeed (0: off)")
 	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
 	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
 	fs.IntVar(&s.failFast, "fail-fast", controller.FailFastDefault, "stop the run, exit 3, when its first N evaluations all end in error or timeout (default: 10, or --expect-slots or --wait-slots if larger; 0: off)")
@@ -253,6 +256,12 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 		if s.failFast == 0 {
 			cfg.FailFast = controller.FailFastOff
 		}
+	}
+	if given("error-retries") {
+		cfg.ErrorRetries = new(s.errorRetries)
+	}
+	if given("quarantine-after") {
+		cfg.QuarantineAfter = new(s.quarantineAfter)
 	}
 	// What can be checked before the run's record is read, before any
 	// store is opened.

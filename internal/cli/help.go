@@ -21,7 +21,7 @@ var flagGroups = []struct {
 	flags   []string
 }{
 	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
-	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver"}},
+	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver", "error-retries", "quarantine-after"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
 		"min-eval-time", "drain-timeout", "wait-for-run"}},
 	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-fail"}},

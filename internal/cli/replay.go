@@ -53,6 +53,8 @@ type replayReport struct {
 	Results     int            `json:"results"`     // stored results read
 	Evaluations int            `json:"evaluations"` // designs with a terminal result
 	Duplicates  int            `json:"duplicates"`
+	Retried     int            `json:"retried"`     // failed attempts retried, not counted (see controller.Tally)
+	Quarantined []string       `json:"quarantined"` // slots the results leave quarantined, as worker/slot
 	Counts      map[string]int `json:"counts"`
 	LastSeq     uint64         `json:"last_seq"`
 	LastTime    *time.Time     `json:"last_time,omitempty"`
@@ -101,7 +103,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
-		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget), c.init, c.pool, replace),
+		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run)), c.init, c.pool, replace),
 		check: failFastOf(ri.Run)}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
 		return err
@@ -217,6 +219,10 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 func (rep *replayReport) finish() {
 	f := rep.fold
 	rep.Evaluations, rep.MaxDesign, rep.PoolDigest = f.Terminal(), f.MaxSeq(), f.Pool().Digest()
+	rep.Retried, rep.Quarantined = f.Tally().Retries(), []string{}
+	for _, s := range f.Tally().Quarantined() {
+		rep.Quarantined = append(rep.Quarantined, fmt.Sprintf("%s/%d", s.Worker, s.Slot))
+	}
 	for _, s := range schema.Statuses {
 		rep.Counts[string(s)] = f.Count(s)
 	}
@@ -305,8 +311,11 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		upTo = fmt.Sprintf("up to stream sequence %d (%s)", rep.LastSeq, rep.LastTime.UTC().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(w, "run %s (%s, budget %d): %d results read, %s\n", rep.Run, rep.Phase, rep.Budget, rep.Results, upTo)
-	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d duplicate and %d foreign results not counted\n",
-		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Duplicates, len(rep.Foreign))
+	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d retried, %d duplicate and %d foreign results not counted\n",
+		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Retried, rep.Duplicates, len(rep.Foreign))
+	if len(rep.Quarantined) > 0 {
+		fmt.Fprintf(w, "quarantined slots (worker/slot): %s\n", strings.Join(rep.Quarantined, " "))
+	}
 	if len(rep.Foreign) > 0 {
 		fmt.Fprintf(w, "foreign results (designs not the run's, or beyond its budget) at stream sequences %s\n", seqList(rep.Foreign))
 	}

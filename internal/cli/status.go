@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +42,8 @@ type runStatus struct {
 	Duplicates int `json:"duplicates"`
 	Foreign    int `json:"foreign"`
 	Malformed  int `json:"malformed"`
+	// Retried are failed attempts the run retried elsewhere.
+	Retried int `json:"retried"`
 	// Settings are the search settings the run records, as name=value;
 	// Changes the ones restarts changed on purpose.
 	Settings []string        `json:"settings"`
@@ -68,6 +71,13 @@ type workerStatus struct {
 	Failures    int       `json:"failures"`
 	LastSeen    time.Time `json:"last_seen"`
 	LastResult  time.Time `json:"last_result"`
+	// Quarantined are its slots that take no designs: those its heartbeat
+	// reports and those the run's results quarantine
+	// (controller.HeldSlots).
+	Quarantined []int  `json:"quarantined,omitempty"`
+	State       string `json:"state"`
+	presence    *schema.Presence
+	faults      []string // the quarantined slots' last errors, for the problems
 }
 
 func (c *statusCmd) Run(ctx context.Context, args []string) error {
@@ -131,7 +141,7 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 // collectStatus reads the results, the presence bucket and the work queue.
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
-		perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally(ri.ID, ri.Budget)}
+		perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))}
 	err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
 		st.fold(res, err)
 		return nil
@@ -171,6 +181,10 @@ func (st *runStatus) fold(r *schema.Result, err error) {
 	case controller.Malformed:
 		st.Malformed++
 		return
+	case controller.Retried:
+		st.Retried++
+		st.attempt(r)
+		return
 	}
 	st.Done++
 	st.ByStatus[r.Status]++
@@ -178,6 +192,11 @@ func (st *runStatus) fold(r *schema.Result, err error) {
 		f := r.Fitness
 		st.Best, st.BestID = &f, r.DesignID
 	}
+	st.attempt(r)
+}
+
+// attempt adds a result to its worker's figures.
+func (st *runStatus) attempt(r *schema.Result) {
 	if r.Worker == "" {
 		return
 	}
@@ -202,6 +221,31 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 		w := st.worker(p.Worker)
 		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
 		w.Live = controller.Alive(p.Presence, p.Stored, time.Now())
+		w.presence = &p.Presence
+	}
+}
+
+// quarantine fills in each worker's quarantined slots.
+func (st *runStatus) quarantine() {
+	for id, w := range st.perWorker {
+		q := controller.HeldSlots(st.resultTally, id, w.presence)
+		if w.presence != nil {
+			q = append(q, w.presence.Quarantined...)
+		}
+		slices.Sort(q)
+		w.Quarantined = slices.Compact(q)
+		for _, i := range w.Quarantined {
+			f := fmt.Sprintf("worker %s slot %d on host %s is quarantined", id, i, w.Host)
+			if s, ok := st.resultTally.Slot(id, i); ok {
+				if s.GPU != "" {
+					f += " (GPU " + s.GPU + ")"
+				}
+				if s.Failures > 0 {
+					f += fmt.Sprintf(" after %d failed designs in a row; last error: %s", s.Failures, clipText(s.LastError, 200))
+				}
+			}
+			w.faults = append(w.faults, f)
+		}
 	}
 }
 
@@ -219,13 +263,16 @@ func (st *runStatus) readQueue(ctx context.Context, js jetstream.JetStream) {
 
 // finish sorts the workers and names what looks wrong.
 func (st *runStatus) finish(now time.Time) {
+	st.quarantine()
 	for _, w := range st.perWorker {
+		w.State = w.state()
 		st.Workers = append(st.Workers, *w)
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].Worker < st.Workers[j].Worker })
 	loads := make([]controller.WorkerLoad, len(st.Workers))
 	for i, w := range st.Workers {
-		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: w.Slots, Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
+		st.Problems = append(st.Problems, w.faults...)
+		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
 	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
 	idle := controller.IdleWorkers(loads, controller.QueueFigures{Queued: st.Queued},
@@ -246,8 +293,8 @@ func (st *runStatus) print(env Env) {
 		parts = append(parts, fmt.Sprintf("%d %s", st.ByStatus[s], s))
 	}
 	fmt.Fprintf(env.Stdout, "results: %s", strings.Join(parts, ", "))
-	if st.Duplicates+st.Foreign+st.Malformed > 0 {
-		fmt.Fprintf(env.Stdout, "; not counted: %d duplicate, %d foreign, %d malformed", st.Duplicates, st.Foreign, st.Malformed)
+	if st.Retried+st.Duplicates+st.Foreign+st.Malformed > 0 {
+		fmt.Fprintf(env.Stdout, "; not counted: %d retried, %d duplicate, %d foreign, %d malformed", st.Retried, st.Duplicates, st.Foreign, st.Malformed)
 	}
 	fmt.Fprintln(env.Stdout)
 	if f := st.Failure; f != nil {
@@ -269,7 +316,7 @@ func (st *runStatus) print(env Env) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tHOST\tSLOTS\tBUSY\tSTATE\tEVALUATIONS\tFAILURES\tLAST SEEN")
 	for _, w := range st.Workers {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", w.Worker, w.Host, w.Slots, w.Busy, w.state(),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", w.Worker, w.Host, w.Slots, w.Busy, w.State,
 			w.Evaluations, w.Failures, ago(w.LastSeen))
 	}
 	tw.Flush()
@@ -278,7 +325,37 @@ func (st *runStatus) print(env Env) {
 	}
 }
 
+// state is the worker's state: quarantined when every slot is, else
+// its heartbeat's state, naming the quarantined slots of a worker that
+// has some.
 func (w workerStatus) state() string {
+	n := len(w.Quarantined)
+	switch {
+	case n > 0 && n >= w.Slots:
+		return "quarantined"
+	case n > 0:
+		return fmt.Sprintf("%s, slots %s quarantined", w.heartbeatState(), intList(w.Quarantined))
+	}
+	return w.heartbeatState()
+}
+
+func intList(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// clipText shortens s to at most n bytes, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (w workerStatus) heartbeatState() string {
 	switch {
 	case w.Leaving:
 		return "leaving"

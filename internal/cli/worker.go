@@ -178,7 +178,7 @@ func (c *workerCmd) start(ctx, hard context.Context, cancelHard context.CancelFu
 func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.FieldLogger) error {
 	select {
 	case <-w.Done():
-		return w.Err()
+		return w.Err() // the run is done or failed, or every slot is quarantined
 	case <-ctx.Done():
 	}
 	dctx, cancel := context.WithTimeout(c.env.Force, c.drainTimeout)

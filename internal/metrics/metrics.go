@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/evoq/evoq/controller"
@@ -28,6 +29,8 @@ type Controller struct {
 	best        prometheus.Gauge
 	budget      prometheus.Gauge
 	evaluations *prometheus.CounterVec
+	quarantined prometheus.Gauge
+	retries     atomic.Int64 // read by a counter on every scrape
 }
 
 // NewController registers the controller's metrics for run.
@@ -46,8 +49,14 @@ func NewController(run string) *Controller {
 		budget:    g("evoq_budget", "Designs the run evaluates."),
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evoq_evaluations_total",
 			Help: "Designs with a terminal result, by status.", ConstLabels: labels}, []string{"status"}),
+		quarantined: g("evoq_slots_quarantined", "Live workers' slots quarantined after failing their designs in a row: they take no designs."),
 	}
-	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations)
+	// The controller counts retries in its fold, replay included; the
+	// counter reads that count rather than keeping a second one.
+	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "evoq_retries_total",
+		Help: "Failed attempts (error or timeout) retried on another worker instead of counting.", ConstLabels: labels},
+		func() float64 { return float64(m.retries.Load()) })
+	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations, m.quarantined, retries)
 	for _, s := range schema.Statuses {
 		m.evaluations.WithLabelValues(string(s))
 	}
@@ -63,6 +72,8 @@ func (m *Controller) Observe(s controller.Snapshot) {
 	m.slotsLive.Set(float64(s.SlotsLive))
 	m.slotsBusy.Set(float64(s.SlotsBusy))
 	m.budget.Set(float64(s.Budget))
+	m.quarantined.Set(float64(s.SlotsQuarantined))
+	m.retries.Store(int64(s.Retries))
 	if s.Best != nil {
 		m.best.Set(*s.Best)
 	}

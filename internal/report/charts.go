@@ -47,6 +47,9 @@ var (
 	bestColor = color.RGBA{0xd6, 0x27, 0x28, 0xff}
 )
 
+// quarantineColor marks a quarantined slot: it takes no more designs.
+var quarantineColor = color.RGBA{0x20, 0x20, 0x20, 0xff}
+
 // statusColor returns the colour of a status, grey for an unknown one.
 func statusColor(s schema.Status) color.RGBA {
 	if c, ok := statusColors[s]; ok {
@@ -203,6 +206,16 @@ func (g gantt) Plot(c draw.Canvas, p *plot.Plot) {
 			bar(i, s.start, s.stop, statusColor(s.status))
 		}
 	}
+	// A quarantined slot: a black bar from its quarantine to the end of
+	// the chart, thinner than an evaluation so that the design it was
+	// still running shows through.
+	for i, r := range g.rows {
+		if !math.IsNaN(r.quarantined) {
+			x0, x1 := tx(r.quarantined/g.div), tx(g.end/g.div)
+			y0, y1 := ty(float64(i)-h/3), ty(float64(i)+h/3)
+			c.FillPolygon(quarantineColor, c.ClipPolygonXY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
+		}
+	}
 }
 
 // ganttLabelRows is the most rows labelled one by one.
@@ -210,7 +223,7 @@ const ganttLabelRows = 48
 
 func (a *Analysis) ganttChart() (Chart, error) {
 	unit, div := timeUnit(a.spanSeconds)
-	title := "Evaluations per slot, coloured by status\ngreen ok · orange infeasible · red error · purple timeout · grey: live and idle"
+	title := "Evaluations per slot, coloured by status\ngreen ok · orange infeasible · red error · purple timeout · grey: live and idle · black: quarantined"
 	p := newPlot(title, unit+" since the first evaluation started", "")
 	n := len(a.rows)
 	if n == 0 {
@@ -221,7 +234,11 @@ func (a *Analysis) ganttChart() (Chart, error) {
 	var ticks []plot.Tick
 	if n <= ganttLabelRows {
 		for i, r := range a.rows {
-			ticks = append(ticks, plot.Tick{Value: float64(i), Label: fmt.Sprintf("%s/%d", r.key.worker, r.key.slot)})
+			label := fmt.Sprintf("%s/%d", r.key.worker, r.key.slot)
+			if !math.IsNaN(r.quarantined) {
+				label += " quarantined"
+			}
+			ticks = append(ticks, plot.Tick{Value: float64(i), Label: label})
 		}
 		p.Y.Tick.Label.Font.Size = vg.Points(7)
 	} else {
@@ -238,6 +255,9 @@ func (a *Analysis) ganttChart() (Chart, error) {
 	caption := fmt.Sprintf("%d slots on %d workers, %d of them evaluated at least one design", n, a.Workers, a.SlotsUsed)
 	if never := n - a.SlotsUsed; never > 0 {
 		caption += fmt.Sprintf("; %d slots never got a design", never)
+	}
+	if a.Quarantined > 0 {
+		caption += fmt.Sprintf("; %d slots quarantined after failing their designs in a row while other slots succeeded (black, from the failure that quarantined them)", a.Quarantined)
 	}
 	caption += ". Colour: ok green, infeasible orange, error red, timeout purple. Grey: the slot was alive and had nothing to do."
 	return render(p, "gantt", caption, 10*vg.Inch, height)

@@ -72,6 +72,9 @@ type slotRow struct {
 	spans     []span
 	from, to  float64 // the slot's known lifetime, seconds from t0
 	evaluated bool
+	// quarantined is when the slot was quarantined, seconds from t0; NaN
+	// when it is not.
+	quarantined float64
 }
 
 // point is one (x, y) pair of a series.
@@ -102,6 +105,8 @@ type Analysis struct {
 	Evaluations int // designs with a terminal result: the counted results
 	Duplicates  int // further results of designs already counted
 	Foreign     int // results for designs that are not the run's (see controller.Tally)
+	Retried     int // failed attempts retried elsewhere (see controller.Tally)
+	Quarantined int // slots the results leave quarantined
 	Counts      map[schema.Status]int
 	Best        *float64
 	BestID      string
@@ -131,7 +136,8 @@ func Analyze(in Input) *Analysis {
 		a.Phase, a.Budget, a.Init, a.Space = in.Run.Phase, in.Run.Budget, in.Run.Init, in.Run.Space
 	}
 	var counted []*schema.Result
-	in.Results, counted = a.judge(in)
+	var quarantined map[slotKey]time.Time
+	in.Results, counted, quarantined = a.judge(in)
 	a.Hosts = hostBreakdown(in.Results)
 	a.Start, a.End = timeBounds(in)
 	secs := func(t time.Time) float64 { return t.Sub(a.Start).Seconds() }
@@ -165,7 +171,7 @@ func Analyze(in Input) *Analysis {
 	if len(a.bestByTime) > 0 {
 		a.bestByTime = append(a.bestByTime, point{a.spanSeconds, best})
 	}
-	a.rows = slotRows(in, secs)
+	a.rows = slotRows(in, secs, quarantined)
 	a.Slots = len(a.rows)
 	workers := map[string]bool{}
 	for _, row := range a.rows {
@@ -188,19 +194,34 @@ func Analyze(in Input) *Analysis {
 }
 
 // judge applies the counting rule to the results in stream order. It
-// returns the run's own results, counted or duplicate, for the charts of
-// time and slots (a duplicate kept its slot busy too; a foreign result is
-// no part of the run), and the counted ones.
-func (a *Analysis) judge(in Input) (own []Entry, counted []*schema.Result) {
+// returns the run's own results, counted, retried or duplicate, for the
+// charts of time and slots (a duplicate kept its slot busy too; a foreign
+// result is no part of the run), the counted ones, and the slots the
+// results leave quarantined, with the end of the failure that
+// quarantined each.
+func (a *Analysis) judge(in Input) (own []Entry, counted []*schema.Result, quarantined map[slotKey]time.Time) {
 	budget := 0
 	if in.Run != nil {
 		budget = in.Run.Budget
 	}
-	tally := controller.NewTally(in.RunID, budget)
+	tally := controller.NewTally(in.RunID, budget, controller.RulesOf(in.Run))
+	quarantined = map[slotKey]time.Time{}
 	for _, e := range in.Results {
-		switch tally.Judge(e.Result, nil) {
+		v := tally.Judge(e.Result, nil)
+		for _, ev := range tally.SlotEvents() {
+			k := slotKey{ev.Slot.Worker, ev.Slot.Slot}
+			switch ev.Kind {
+			case controller.SlotQuarantined:
+				quarantined[k] = ev.Slot.LastFailure
+			case controller.SlotRecovered:
+				delete(quarantined, k)
+			}
+		}
+		switch v {
 		case controller.Counted:
 			counted = append(counted, e.Result)
+		case controller.Retried:
+			a.Retried++
 		case controller.Duplicate:
 			a.Duplicates++
 		case controller.Foreign:
@@ -212,7 +233,8 @@ func (a *Analysis) judge(in Input) (own []Entry, counted []*schema.Result) {
 		}
 		own = append(own, e)
 	}
-	return own, counted
+	a.Quarantined = len(quarantined)
+	return own, counted, quarantined
 }
 
 // timeBounds returns the earliest evaluation start (or the run's creation)
@@ -255,15 +277,18 @@ func timeBounds(in Input) (start, end time.Time) {
 
 // slotRows groups the evaluations by slot, adding the slots of known
 // workers that never evaluated anything, sorted by worker and slot.
-func slotRows(in Input, secs func(time.Time) float64) []slotRow {
+func slotRows(in Input, secs func(time.Time) float64, quarantined map[slotKey]time.Time) []slotRow {
 	rows := map[slotKey]*slotRow{}
 	row := func(k slotKey) *slotRow {
 		r := rows[k]
 		if r == nil {
-			r = &slotRow{key: k, from: math.Inf(1), to: math.Inf(-1)}
+			r = &slotRow{key: k, from: math.Inf(1), to: math.Inf(-1), quarantined: math.NaN()}
 			rows[k] = r
 		}
 		return r
+	}
+	for k, t := range quarantined {
+		row(k).quarantined = secs(t)
 	}
 	for _, e := range in.Results {
 		res := e.Result

@@ -226,3 +226,38 @@ func TestHostStatusesKeepUnknown(t *testing.T) {
 		t.Errorf("rows %+v", rows)
 	}
 }
+
+// A slot that failed its designs in a row while another succeeded is
+// marked quarantined from the failure that quarantined it, and the
+// retried attempts count as the run records its rules.
+func TestGanttMarksQuarantine(t *testing.T) {
+	in := Input{RunID: "r", Run: &schema.Run{Run: "r", Phase: schema.PhaseDone, Budget: 4, Init: 2,
+		ErrorRetries: new(1), QuarantineAfter: new(3)}, Generated: at(10)}
+	in.Results = append(in.Results,
+		result(1, "good", 0, 0, 1, schema.StatusOK, 0.5),
+		result(2, "bad", 0, 0, 0.1, schema.StatusError, 0),
+		result(3, "bad", 0, 0.1, 0.2, schema.StatusError, 0),
+		result(4, "bad", 0, 0.2, 0.3, schema.StatusError, 0),
+		result(2, "good", 0, 1, 2, schema.StatusOK, 0.6),
+		result(3, "good", 0, 2, 3, schema.StatusOK, 0.7),
+		result(4, "good", 0, 3, 4, schema.StatusOK, 0.8))
+	for _, e := range in.Results {
+		e.Result.Design.V, e.Result.Design.Created = schema.Version, t0 // a design that validates: retried
+	}
+	a := Analyze(in)
+	if a.Quarantined != 1 || a.Retried != 3 || a.Evaluations != 4 || a.Counts[schema.StatusOK] != 4 {
+		t.Errorf("quarantined %d, retried %d, evaluations %d, ok %d; want 1, 3, 4, 4", a.Quarantined, a.Retried, a.Evaluations, a.Counts[schema.StatusOK])
+	}
+	for _, r := range a.rows {
+		if q := !math.IsNaN(r.quarantined); q != (r.key.worker == "bad") || (q && math.Abs(r.quarantined-0.3) > 1e-9) {
+			t.Errorf("slot %s/%d quarantined at %v; want bad/0 only, at its third failure (0.3 s)", r.key.worker, r.key.slot, r.quarantined)
+		}
+	}
+	c, err := a.ganttChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Caption, "1 slots quarantined") {
+		t.Errorf("caption %q does not mention the quarantined slot", c.Caption)
+	}
+}
