@@ -17,9 +17,41 @@ func (c *Controller) judge(m resultMsg, v Verdict) {
 		return
 	}
 	spent := c.fold.Terminal() >= c.cfg.Budget
-	if f := c.failFast.Observe(m.seq, m.res, v, spent); f != nil {
-		c.failure = f
+	c.failFast.Observe(m.seq, m.res, v, spent)
+	c.decideFailure(spent)
+}
+
+// decideFailure acts on a held fail-fast verdict once every live slot has
+// failed in the window too, or the budget is spent (see FailFast.Observe):
+// a broken node that fails at once must not fail a run whose healthy slots
+// are still training their first designs. While the results stream is
+// replayed nothing is decided: the slots live now are known only after.
+func (c *Controller) decideFailure(spent bool) {
+	h := c.failFast.Held()
+	if h == nil || c.failure != nil || (!spent && (!c.live || !c.everyLiveSlotFailed())) {
+		return
 	}
+	c.failure = h
+}
+
+// everyLiveSlotFailed reports whether there is a live slot, and every
+// live slot that takes designs has a failed attempt in the fail-fast
+// window.
+func (c *Controller) everyLiveSlotFailed() bool {
+	n := 0
+	now := c.cfg.Now()
+	for id, w := range c.slots.workers {
+		if !w.alive(now) {
+			continue
+		}
+		for _, slot := range c.slots.usableSlots(id, w) {
+			n++
+			if !c.failFast.FailedOn(id, slot) {
+				return false
+			}
+		}
+	}
+	return n > 0
 }
 
 // fail ends a run whose first attempts all failed: it records phase failed

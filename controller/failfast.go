@@ -18,11 +18,12 @@ import (
 //
 // The check is a function of the results stream in stream order and of the
 // run's record (Config.FailFast, the window's start and the budget), like
-// the counting rule: a restarted controller, replaying the stream, reaches
-// the same verdict at the same result, and so does `evoq replay`. How many
-// slots were live is not an input, since no stream holds it: the number of
-// attempts judged is fixed when the run starts (at least the slots the run
-// expects, see Config.FailFast) and recorded.
+// the counting rule, up to a held verdict; the number of attempts judged is
+// fixed when the run starts (at least the slots the run expects, see
+// Config.FailFast) and recorded. The controller acts on a held verdict
+// only once every live slot has failed in the window too (see Observe),
+// which no stream holds: so the verdict it acts on is recorded with the
+// run (Run.Failure), and `evoq replay` reads it from there.
 //
 // A controller started on a failed run continues it: the window moves
 // past every result stored so far, so the old failures are not judged
@@ -72,13 +73,22 @@ type FailFast struct {
 	seen  int    // failed attempts so far
 	texts map[string]int
 	order []string // error texts as first seen: a tie goes to the earliest
-	over  bool     // an attempt worked, or the verdict is in
+	over  bool     // an attempt worked: the run passed
+	held  *schema.Failure
+	// slots are the (worker, slot) pairs a failed attempt came from.
+	slots map[slotRef]bool
+}
+
+// slotRef names one slot of one worker.
+type slotRef struct {
+	worker string
+	slot   int
 }
 
 // NewFailFast returns the check of the first n attempts stored at stream
 // sequences above from; n <= 0 turns it off.
 func NewFailFast(n int, from uint64) *FailFast {
-	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0}
+	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0, slots: map[slotRef]bool{}}
 }
 
 // Observe judges the next stored result in stream order: seq is its
@@ -87,26 +97,46 @@ func NewFailFast(n int, from uint64) *FailFast {
 // result decides that the run failed: the n-th failed attempt in a row
 // from the window's start, or the end of the budget with no attempt but
 // failed ones; nil otherwise, and always nil once decided either way.
+//
+// The stream alone cannot tell a broken evaluator everywhere from one
+// broken node whose slot fails at once while the healthy slots are still
+// training their first designs: so a verdict is held (Held) until its
+// controller sees that every live slot has failed too (FailedOn), or the
+// budget is spent; an attempt that works before then passes the run
+// (Passed), and the verdict is dropped. The verdict the controller acts on
+// is recorded with the run, so replay reads it from the record.
 func (f *FailFast) Observe(seq uint64, r *schema.Result, v Verdict, spent bool) *schema.Failure {
 	if f.over || (f.from > 0 && seq <= f.from) || v == Malformed || v == Foreign {
 		return nil
 	}
 	switch r.Status {
 	case schema.StatusOK, schema.StatusInfeasible:
-		f.over = true
+		f.over, f.held = true, nil
 		return nil
 	case schema.StatusError, schema.StatusTimeout:
 		f.add(r)
 	}
-	if f.seen == 0 || (f.seen < f.n && !spent) {
+	if f.held != nil || f.seen == 0 || (f.seen < f.n && !spent) {
 		return nil
 	}
-	f.over = true
-	return f.failure(seq)
+	f.held = f.failure(seq)
+	return f.held
 }
+
+// Held is the verdict reached and not yet passed: the first attempts all
+// failed; nil otherwise.
+func (f *FailFast) Held() *schema.Failure { return f.held }
+
+// Passed reports whether an attempt worked within the window.
+func (f *FailFast) Passed() bool { return f.over }
+
+// FailedOn reports whether a failed attempt in the window came from slot
+// of worker.
+func (f *FailFast) FailedOn(worker string, slot int) bool { return f.slots[slotRef{worker, slot}] }
 
 func (f *FailFast) add(r *schema.Result) {
 	f.seen++
+	f.slots[slotRef{r.Worker, r.Slot}] = true
 	text := ErrorGist(r.Error)
 	if text == "" {
 		text = "no error text (status " + string(r.Status) + ")"
@@ -127,9 +157,8 @@ func (f *FailFast) failure(seq uint64) *schema.Failure {
 	return fl
 }
 
-// Pending is the state of a check without a verdict yet: the failed
-// attempts so far and how many it judges. A check that is over, or off,
-// reports done.
+// Pending is the state of a check: the failed attempts so far and how
+// many it judges. A check that passed, or is off, reports done.
 func (f *FailFast) Pending() (failed, of int, done bool) { return f.seen, f.n, f.over }
 
 // ErrorGist is the part of an evaluator's error text that says what went

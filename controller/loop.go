@@ -186,6 +186,7 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 	case a := <-c.alerts:
 		return fmt.Errorf("%w: a worker reports that its result was refused (%s)", ErrStoreFull, a)
 	case <-tick:
+		c.decideFailure(false)
 		c.checkResults(ctx)
 		c.checkLimits(ctx, c.liveSlots())
 		c.progress(false)

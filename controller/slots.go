@@ -92,6 +92,26 @@ func (t *slotTracker) usable(id string, w *seenWorker) int {
 	return w.p.Slots - len(q)
 }
 
+// usableSlots are the indices of w's slots that take designs (see usable).
+func (t *slotTracker) usableSlots(id string, w *seenWorker) []int {
+	q := map[int]bool{}
+	for _, i := range w.p.Quarantined {
+		q[i] = true
+	}
+	if t.held != nil {
+		for _, i := range t.held(id, &w.p) {
+			q[i] = true
+		}
+	}
+	var out []int
+	for i := range w.p.Slots {
+		if !q[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // prune forgets workers silent for a minute.
 func (t *slotTracker) prune(now time.Time) {
 	for id, w := range t.workers {

@@ -75,6 +75,7 @@ type replayReport struct {
 	Failure  *schema.Failure `json:"failure,omitempty"`
 	fold     *controller.Fold
 	check    *controller.FailFast
+	recorded *schema.Failure // the run's recorded fail-fast verdict
 }
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
@@ -105,6 +106,9 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
 		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run)), c.init, c.pool, replace),
 		check: failFastOf(ri.Run)}
+	if ri.Run != nil {
+		rep.recorded = ri.Run.Failure
+	}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
 		return err
 	}
@@ -201,9 +205,7 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 	}
 	rep.LastSeq, rep.LastTime = seq, &t
 	v := rep.fold.Apply(res, err)
-	if f := rep.check.Observe(seq, res, v, rep.fold.Terminal() >= rep.Budget); f != nil {
-		rep.Failure = f
-	}
+	rep.check.Observe(seq, res, v, rep.fold.Terminal() >= rep.Budget)
 	switch v {
 	case controller.Malformed:
 		rep.Malformed = append(rep.Malformed, seq)
@@ -239,7 +241,15 @@ func (rep *replayReport) finish() {
 	// Designs are evaluated out of order: before the run is done, or when
 	// replaying part of it, a gap may be a design still being evaluated.
 	rep.InFlight = rep.Phase != schema.PhaseDone || rep.UntilSeq > 0 || rep.UntilTime != nil
+	// Whether the run failed is its controller's verdict, recorded: it
+	// waited for every live slot to fail, which no stream holds.
+	if f := rep.recorded; f != nil && rep.LastSeq >= f.StreamSeq {
+		rep.Failure = f
+	}
 	rep.FailFast = failFastVerdict(rep.check, rep.Failure)
+	if rep.Failure == nil && rep.check.Held() != nil {
+		rep.FailFast = fmt.Sprintf("held: the first %d attempts failed; the controller stops the run once every live slot has failed too", rep.check.Held().Attempts)
+	}
 	rep.verdict()
 }
 
