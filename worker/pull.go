@@ -114,7 +114,36 @@ func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
 	}
 }
 
-func (p *puller) close() { _ = p.sub.Unsubscribe() }
+// close ends the slot's pull inbox. With a request still out, the broker
+// may have sent its answer, a design, just before: dropped with the
+// subscription, that design would come back only after its ack wait,
+// spending one of its deliveries. So the subscription is drained (the
+// broker stops answering it, and what it sent before arrives) and a design
+// found in it is handed back.
+func (p *puller) close() {
+	if !p.pending {
+		_ = p.sub.Unsubscribe()
+		return
+	}
+	if err := p.sub.Drain(); err != nil {
+		_ = p.sub.Unsubscribe()
+		return
+	}
+	deadline := time.Now().Add(closeWait)
+	for time.Now().Before(deadline) {
+		m, err := p.sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return // drained, or the connection is gone
+		}
+		if len(m.Data) > 0 || m.Header.Get("Status") == "" {
+			_ = design{m, p.nc}.Nak()
+		}
+	}
+}
+
+// closeWait bounds how long close waits for what the broker sent before it
+// took the unsubscription.
+const closeWait = 2 * time.Second
 
 // design is one pulled design message, acknowledged on its reply subject
 // as the JetStream acknowledgement protocol says.
