@@ -120,3 +120,30 @@ func passed(deadline <-chan time.Time) bool {
 		return false
 	}
 }
+
+// Reminder spaces the repeated warnings about a condition that lasts (no
+// worker for a run, a worker waiting for its run): the first one first
+// after it began, then at doubling intervals up to most. A condition that
+// lasts hours on purpose (workers queued behind other batch jobs) should
+// not bury a log, but any few minutes of the log should say why nothing
+// runs.
+type Reminder struct {
+	next      time.Time
+	gap, most time.Duration
+}
+
+// NewReminder starts the warnings of a condition that began at start.
+func NewReminder(start time.Time, first, most time.Duration) *Reminder {
+	return &Reminder{next: start.Add(first), gap: first, most: max(most, first)}
+}
+
+// Due reports whether to warn at now; when it does, the next warning is
+// scheduled.
+func (r *Reminder) Due(now time.Time) bool {
+	if now.Before(r.next) {
+		return false
+	}
+	r.gap = min(2*r.gap, r.most)
+	r.next = now.Add(r.gap)
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,5 +109,23 @@ func TestRetryDefaults(t *testing.T) {
 		})
 	if err != nil || !reflect.DeepEqual(waits, []time.Duration{broker.RetryInitialDefault}) {
 		t.Fatalf("Retry: %v, waits %v; want nil and one wait of %s", err, waits, broker.RetryInitialDefault)
+	}
+}
+
+// A reminder warns first after its first interval, then at doubling
+// intervals up to its most.
+func TestReminder(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r := NewReminder(t0, 5*time.Second, 30*time.Second)
+	var at []time.Duration
+	for s := 0; s <= 120; s++ {
+		if now := t0.Add(time.Duration(s) * time.Second); r.Due(now) {
+			at = append(at, now.Sub(t0))
+		}
+	}
+	want := []time.Duration{5 * time.Second, 15 * time.Second, 35 * time.Second, 65 * time.Second, 95 * time.Second}
+	if !slices.Equal(at, want) {
+		t.Errorf("warned at %v, want %v", at, want)
 	}
 }

@@ -30,8 +30,8 @@ const NoSlotRepeatMax = 5 * time.Minute
 // warning every period would bury everything else in the log, while a
 // warning at least every few minutes keeps the reason in any tail of it.
 type noSlotAlarm struct {
-	since, next time.Time // zero while slots are live
-	gap         time.Duration
+	since    time.Time // zero while slots are live
+	reminder *broker.Reminder
 }
 
 // due reports whether to warn at now, given the live slot count, and for
@@ -41,15 +41,10 @@ func (a *noSlotAlarm) due(now time.Time, live int, alarm time.Duration) (bool, t
 		*a = noSlotAlarm{}
 		return false, 0
 	}
-	if a.since.IsZero() {
-		a.since, a.next, a.gap = now, now.Add(alarm), alarm
+	if a.reminder == nil {
+		a.since, a.reminder = now, broker.NewReminder(now, alarm, NoSlotRepeatMax)
 	}
-	if now.Before(a.next) {
-		return false, now.Sub(a.since)
-	}
-	a.gap = min(2*a.gap, max(NoSlotRepeatMax, alarm))
-	a.next = now.Add(a.gap)
-	return true, now.Sub(a.since)
+	return a.reminder.Due(now), now.Sub(a.since)
 }
 
 // Heartbeat is one entry of the presence bucket: a worker's last

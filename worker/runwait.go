@@ -34,28 +34,11 @@ const (
 // Config.JoinTimeout.
 var ErrNoRun = errors.New("the run did not start on the broker")
 
-// WaitWarnings schedules the warnings of a worker waiting for a run: the
-// first RunWaitWarn after it began waiting, then at doubling intervals up
-// to RunWaitRepeatMax.
-type WaitWarnings struct {
-	next time.Time
-	gap  time.Duration
-}
-
-// NewWaitWarnings starts the schedule of a wait that began at start.
-func NewWaitWarnings(start time.Time) *WaitWarnings {
-	return &WaitWarnings{next: start.Add(RunWaitWarn), gap: RunWaitWarn}
-}
-
-// Due reports whether to warn at now; when it does, the next warning is
-// scheduled.
-func (w *WaitWarnings) Due(now time.Time) bool {
-	if now.Before(w.next) {
-		return false
-	}
-	w.gap = min(2*w.gap, RunWaitRepeatMax)
-	w.next = now.Add(w.gap)
-	return true
+// NewWaitWarnings schedules the warnings of a worker waiting for a run
+// since start: the first RunWaitWarn after it began waiting, then at
+// doubling intervals up to RunWaitRepeatMax.
+func NewWaitWarnings(start time.Time) *broker.Reminder {
+	return broker.NewReminder(start, RunWaitWarn, RunWaitRepeatMax)
 }
 
 // RunSighting is what a worker waiting for its run sees in the run bucket.
@@ -182,7 +165,7 @@ func runPhase(ctx context.Context, js jetstream.JetStream, run string) (schema.P
 }
 
 // noteWait logs, when the schedule says so, why the worker still waits.
-func (w *Worker) noteWait(ctx context.Context, ww *WaitWarnings, began time.Time) {
+func (w *Worker) noteWait(ctx context.Context, ww *broker.Reminder, began time.Time) {
 	if !ww.Due(time.Now()) {
 		return
 	}

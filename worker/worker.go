@@ -287,7 +287,7 @@ func (w *Worker) checkLimits(info *jetstream.ConsumerInfo) error {
 }
 
 // join waits until the run's consumer exists, saying why while it waits
-// (see WaitWarnings), for JoinTimeout at most.
+// (see NewWaitWarnings), for JoinTimeout at most.
 func (w *Worker) join(ctx context.Context) (jetstream.Consumer, error) {
 	joinCtx := ctx
 	if w.cfg.JoinTimeout > 0 {
