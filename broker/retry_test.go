@@ -117,7 +117,7 @@ func TestRetryDefaults(t *testing.T) {
 func TestReminder(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r := NewReminder(t0, 5*time.Second, 30*time.Second)
+	r := broker.NewReminder(t0, 5*time.Second, 30*time.Second)
 	var at []time.Duration
 	for s := 0; s <= 120; s++ {
 		if now := t0.Add(time.Duration(s) * time.Second); r.Due(now) {
