@@ -125,13 +125,20 @@ func (g *gate) release() {
 // worker starts a worker of run; it is stopped when the test ends.
 func (bu *bundle) worker(t *testing.T, run, id string, slots int, eval worker.Evaluator, heartbeat time.Duration) *worker.Worker {
 	t.Helper()
-	w, err := worker.New(bu.js, worker.Config{Run: run, ID: id, Slots: slots, Evaluator: eval,
+	return bu.startConfigured(t, worker.Config{Run: run, ID: id, Slots: slots, Evaluator: eval,
 		Heartbeat: heartbeat, FetchWait: time.Second, Logger: bu.log})
+}
+
+// startConfigured starts a worker configured by cfg; it is stopped when
+// the test ends.
+func (bu *bundle) startConfigured(t *testing.T, cfg worker.Config) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(bu.js, cfg)
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
 	if err := w.Start(bu.ctx); err != nil {
-		t.Fatalf("worker %s: Start: %v", id, err)
+		t.Fatalf("worker %s: Start: %v", cfg.ID, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -44,20 +44,8 @@ func (s steady) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
 // startWorker starts a worker of run on host.
 func (bu *bundle) startWorker(t *testing.T, run, id, host string, slots int, eval worker.Evaluator) *worker.Worker {
 	t.Helper()
-	w, err := worker.New(bu.js, worker.Config{Run: run, ID: id, Host: host, Slots: slots, Evaluator: eval,
+	return bu.startConfigured(t, worker.Config{Run: run, ID: id, Host: host, Slots: slots, Evaluator: eval,
 		FetchWait: time.Second, Logger: bu.log})
-	if err != nil {
-		t.Fatalf("worker.New: %v", err)
-	}
-	if err := w.Start(bu.ctx); err != nil {
-		t.Fatalf("worker %s: Start: %v", id, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
-	return w
 }
 
 // TestControllerRetriesElsewhere runs a search on a healthy worker and a
