@@ -22,10 +22,15 @@ func TestEvaluatorDiesWithWorker(t *testing.T) {
 	const run = "orphan"
 	_, url := startBroker(t, t.TempDir())
 	background(t, "controller", "--nats", url, "--run", run, "--budget", "2", "--init", "2", "--pool", "1")
-	w := background(t, "worker", "--nats", url, "--run", run, "--slots", "1", "--eval-cmd", "sleep 987.321")
-	waitFor(t, 30*time.Second, func() bool { return len(procsMatching("987.321")) > 0 })
+	// The shell expands the marker, so only a running evaluator matches it,
+	// not the worker's own command line; it is this process's own, so an
+	// orphan of another test run does not match either.
+	marker := fmt.Sprintf("98%d.31", os.Getpid())
+	w := background(t, "worker", "--nats", url, "--run", run, "--slots", "1", "--eval-cmd",
+		fmt.Sprintf("sleep 98%d.3$((1))", os.Getpid()))
+	waitFor(t, 30*time.Second, func() bool { return len(procsMatching(marker)) > 0 })
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	waitFor(t, 10*time.Second, func() bool { return len(procsMatching("987.321")) == 0 })
+	waitFor(t, 10*time.Second, func() bool { return len(procsMatching(marker)) == 0 })
 }
 
 // procsMatching lists the processes whose command line contains s.

@@ -61,10 +61,13 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
 	stdout, stderr := newLastLine(schema.MaxResultLine), newTail(StderrKeep)
-	cmd := exec.Command("/bin/sh", "-c", shellCommand(c.Cmd))
+	cmd, guard, err := evaluatorCommand(c.Cmd)
+	if err != nil {
+		return Failed(ctx, err)
+	}
+	defer guard.close()
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
-	cmd.SysProcAttr = evaluatorAttr()
 	files, err := openLogs(c.LogDir, t.Design.Run, logName(t))
 	if err != nil {
 		return Failed(ctx, err)
@@ -76,6 +79,7 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	err = cmd.Start()
 	outs.started()
+	guard.started()
 	if err != nil {
 		outs.wait()
 		return Failed(ctx, fmt.Errorf("start %q: %w", c.Cmd, err))
@@ -215,10 +219,43 @@ func (l logFiles) close() {
 }
 
 // evaluatorAttr puts an evaluator in a process group of its own, killed as
-// a whole on timeout, and kills it if the worker dies (SIGKILL, OOM): an
-// orphaned evaluator would hold its GPU for nothing.
+// a whole on timeout, and kills its shell if the worker dies (SIGKILL,
+// OOM); the guard (see evaluatorCommand) kills the rest of the group.
 func evaluatorAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// guardScript runs the evaluator's command, $1, in this shell, beside a
+// watcher that kills the whole process group once fd 3 reads end of file.
+// The worker holds the pipe's only write end, so that happens when the
+// worker is done with the evaluator or dies, however it dies. Pdeathsig
+// reaches only the shell, not what the command starts (a python and its
+// data-loader processes), which would hold the GPU as orphans.
+const guardScript = `(read _ <&3; kill -9 0) </dev/null >/dev/null 2>&1 & exec 3<&-; eval "$1"`
+
+// evaluatorGuard is the worker's side of an evaluator's guard pipe.
+type evaluatorGuard struct{ r, w *os.File }
+
+// evaluatorCommand is the process of an evaluator running command with
+// sh, in a process group of its own that dies with the worker.
+func evaluatorCommand(command string) (*exec.Cmd, *evaluatorGuard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("evaluator guard: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", guardScript, "evoq-evaluator", shellCommand(command))
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = evaluatorAttr()
+	return cmd, &evaluatorGuard{r: r, w: w}, nil
+}
+
+// started closes the read end the evaluator got.
+func (g *evaluatorGuard) started() { _ = g.r.Close() }
+
+// close ends the guard: what is left of the evaluator's group is killed.
+func (g *evaluatorGuard) close() {
+	_ = g.r.Close()
+	_ = g.w.Close()
 }
 
 // shellCommand makes sh exec a simple command (no shell syntax), so that

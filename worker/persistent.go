@@ -222,18 +222,22 @@ func (p *Persistent) proc(t Task) (*evalProc, error) {
 }
 
 func (p *Persistent) start(t Task) (*evalProc, error) {
-	cmd := exec.Command("/bin/sh", "-c", shellCommand(p.Cmd))
+	cmd, guard, err := evaluatorCommand(p.Cmd)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Env = append(append(os.Environ(), p.Env...), "EVOQ_RUN="+t.Design.Run, "EVOQ_SLOT="+strconv.Itoa(t.Slot),
 		"EVOQ_WORKER="+t.Worker, "EVOQ_PERSISTENT=1")
 	cmd.Env = append(cmd.Env, GPUEnv(t.GPU)...)
-	cmd.SysProcAttr = evaluatorAttr()
 	files, err := openLogs(p.LogDir, t.Design.Run, fmt.Sprintf("%s-slot%d", t.Worker, t.Slot))
 	if err != nil {
+		guard.close()
 		return nil, err
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		files.close()
+		guard.close()
 		return nil, fmt.Errorf("persistent evaluator: %w", err)
 	}
 	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan outLine, 64), stderr: newTail(StderrKeep),
@@ -242,20 +246,24 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 	if pr.outs, err = attachOutputs(cmd, files.tee(0, lw), files.tee(1, pr.stderr)); err != nil {
 		stdin.Close()
 		files.close()
+		guard.close()
 		return nil, err
 	}
 	err = cmd.Start()
 	pr.outs.started()
+	guard.started()
 	if err != nil {
 		pr.outs.wait()
 		stdin.Close()
 		files.close()
+		guard.close()
 		return nil, fmt.Errorf("start %q: %w", p.Cmd, err)
 	}
 	go func() {
 		_ = cmd.Wait()
 		close(pr.waited)
 		killGroup(cmd, syscall.SIGKILL)
+		guard.close()
 		pr.outs.wait()
 		lw.close()
 		files.close()
