@@ -142,14 +142,14 @@ func TestWorkerKilledMidEvaluation(t *testing.T) {
 	victim := background(t, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2",
 		"--eval-cmd", `sleep 30; echo '{"fitness": 0}'`)
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(victim.stderr.String(), "worker joined run") })
-	time.Sleep(500 * time.Millisecond) // both slots take a design and start their long evaluation
+	_, js := connectJS(t, url)                                                     // the broker outlives the workers: read through it
+	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == 2 }) // both slots evaluating
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	background(t, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2",
 		"--evaluator", "sim", "--sim-mean", "0.05")
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
 	}
-	_, js := connectJS(t, url) // the broker still runs: read through it
 	results := storedResults(t, js, run)
 	redelivered := 0
 	for _, r := range results {
@@ -176,12 +176,12 @@ func TestLongEvaluationNotRedelivered(t *testing.T) {
 		"--ack-wait", "3s", "--json")
 	slow := background(t, "worker", "--nats", url, "--run", run, "--slots", "4", "--eval-cmd", `sleep 7; echo '{"fitness": 1}'`)
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(slow.stderr.String(), "worker joined run") })
-	time.Sleep(time.Second)                                                                     // the slow worker's slots hold all four designs
+	_, js := connectJS(t, url)
+	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == 4 })              // the slow worker's slots hold all four designs
 	background(t, "worker", "--nats", url, "--run", run, "--slots", "4", "--evaluator", "noop") // would take any redelivery
 	if err := ctl.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
 	}
-	_, js := connectJS(t, url)
 	results := storedResults(t, js, run)
 	if len(results) != 4 {
 		t.Fatalf("%d results for 4 designs: a live evaluation was redelivered", len(results))
@@ -205,7 +205,8 @@ func TestDuplicateResultsCountOnce(t *testing.T) {
 	a := background(t, "worker", "--nats", url, "--run", run, "--id", "a", "--slots", "1",
 		"--eval-cmd", `sleep 2; echo '{"fitness": 0.1}'`)
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(a.stderr.String(), "worker joined run") })
-	time.Sleep(500 * time.Millisecond) // a's slot takes a design and starts evaluating it
+	_, js := connectJS(t, url)
+	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == 1 }) // a's slot is evaluating
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,6 @@ func TestDuplicateResultsCountOnce(t *testing.T) {
 	t.Cleanup(thaw)
 	background(t, "worker", "--nats", url, "--run", run, "--id", "b", "--slots", "2",
 		"--eval-cmd", `sleep 1; echo '{"fitness": 0.1}'`)
-	_, js := connectJS(t, url)
 	var redelivered *schema.Result
 	for deadline := time.Now().Add(30 * time.Second); redelivered == nil; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
