@@ -93,9 +93,14 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueSpace(rec, &cfg, k); err != nil {
 		return cfg, nil, err
 	}
-	var seed uint64
-	if cfg.Seed != nil {
-		seed = *cfg.Seed
+	// The seed has always been recorded, and 0 is a seed: unlike the
+	// settings below, a zero recorded seed is not "not recorded".
+	switch {
+	case cfg.Seed == nil:
+		cfg.Seed = new(rec.Seed)
+		k.Taken = append(k.Taken, fmt.Sprintf("seed=%d", rec.Seed))
+	case *cfg.Seed != rec.Seed:
+		return cfg, nil, &SettingError{Field: "Seed", Recorded: fmt.Sprint(rec.Seed), Given: fmt.Sprint(*cfg.Seed), Why: fixedWhy}
 	}
 	fixed := []struct {
 		field, name string
@@ -103,7 +108,6 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 		set         func()
 		recorded    bool
 	}{
-		{"Seed", "seed", rec.Seed, seed, func() { cfg.Seed = new(rec.Seed) }, cfg.Seed != nil},
 		{"Init", "init", rec.Init, cfg.Init, func() { cfg.Init = rec.Init }, cfg.Init != 0},
 		{"Pool", "pool", rec.Pool, cfg.Pool, func() { cfg.Pool = rec.Pool }, cfg.Pool != 0},
 		{"Replace", "replace", Replace(rec.Replace), cfg.Replace, func() { cfg.Replace = Replace(rec.Replace) }, cfg.Replace != ""},

@@ -239,3 +239,18 @@ func TestContinueMadeUp(t *testing.T) {
 		})
 	}
 }
+
+// A run recorded with seed 0 continues with seed 0, and refuses another.
+func TestContinueSeedZero(t *testing.T) {
+	t.Parallel()
+	rec := recorded(t)
+	rec.Seed = 0
+	cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now)
+	if err != nil || cfg.Seed == nil || *cfg.Seed != 0 {
+		t.Fatalf("continued with seed %v, %v; want the recorded 0", cfg.Seed, err)
+	}
+	var se *SettingError
+	if _, _, err := resolve(rec, Config{Run: "x", Seed: new(uint64(5))}, time.Now); !errors.As(err, &se) || se.Field != "Seed" {
+		t.Fatalf("seed 5 against a recorded 0: %v; want a SettingError on Seed", err)
+	}
+}
