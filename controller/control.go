@@ -85,7 +85,7 @@ func (c *Controller) warnQuarantined(s SlotHealth, msg string) {
 // slotFields name a slot and its last failure for a log line.
 func slotFields(s SlotHealth) logrus.Fields {
 	f := logrus.Fields{"worker": s.Worker, "host": s.Host, "slot": s.Slot, "failures_in_a_row": s.Failures,
-		"last_error": clip(s.LastError, 300)}
+		"last_error": ErrorGist(s.LastError)}
 	if s.GPU != "" {
 		f["gpu"] = s.GPU
 	}

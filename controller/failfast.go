@@ -76,19 +76,13 @@ type FailFast struct {
 	over  bool     // an attempt worked: the run passed
 	held  *schema.Failure
 	// slots are the (worker, slot) pairs a failed attempt came from.
-	slots map[slotRef]bool
-}
-
-// slotRef names one slot of one worker.
-type slotRef struct {
-	worker string
-	slot   int
+	slots map[SlotKey]bool
 }
 
 // NewFailFast returns the check of the first n attempts stored at stream
 // sequences above from; n <= 0 turns it off.
 func NewFailFast(n int, from uint64) *FailFast {
-	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0, slots: map[slotRef]bool{}}
+	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0, slots: map[SlotKey]bool{}}
 }
 
 // Observe judges the next stored result in stream order: seq is its
@@ -114,6 +108,12 @@ func (f *FailFast) Observe(seq uint64, r *schema.Result, v Verdict, spent bool) 
 		f.over, f.held = true, nil
 		return nil
 	case schema.StatusError, schema.StatusTimeout:
+		if f.held != nil {
+			// The verdict is built: only which slots failed still matters
+			// (FailedOn), however long one broken node keeps failing.
+			f.slots[SlotKey{r.Worker, r.Slot}] = true
+			return nil
+		}
 		f.add(r)
 	}
 	if f.held != nil || f.seen == 0 || (f.seen < f.n && !spent) {
@@ -132,11 +132,11 @@ func (f *FailFast) Passed() bool { return f.over }
 
 // FailedOn reports whether a failed attempt in the window came from slot
 // of worker.
-func (f *FailFast) FailedOn(worker string, slot int) bool { return f.slots[slotRef{worker, slot}] }
+func (f *FailFast) FailedOn(worker string, slot int) bool { return f.slots[SlotKey{worker, slot}] }
 
 func (f *FailFast) add(r *schema.Result) {
 	f.seen++
-	f.slots[slotRef{r.Worker, r.Slot}] = true
+	f.slots[SlotKey{r.Worker, r.Slot}] = true
 	text := ErrorGist(r.Error)
 	if text == "" {
 		text = "no error text (status " + string(r.Status) + ")"

@@ -36,7 +36,7 @@ func (c *Controller) noteRetried(r *schema.Result) {
 		return
 	}
 	c.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "worker": r.Worker, "host": r.Host,
-		"slot": r.Slot, "gpu": r.GPU, "attempt": r.Attempt, "retry": f.N, "error": clip(r.Error, 300)}).
+		"slot": r.Slot, "gpu": r.GPU, "attempt": r.Attempt, "retry": f.N, "error": ErrorGist(r.Error)}).
 		Info("design failed; retrying it on another worker")
 }
 
@@ -172,12 +172,4 @@ func (c *Controller) restoreRetries(q queueState) {
 		c.log.WithFields(logrus.Fields{"retries": n, "on_queue": len(q.retries)}).
 			Info("designs awaiting a retry after failed attempts; publishing those not on the queue")
 	}
-}
-
-// clip shortens s to at most n bytes, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
