@@ -348,7 +348,7 @@ func loadRun(ctx context.Context, js jetstream.JetStream, run string) (*schema.R
 	}
 	rec, err := schema.DecodeRun(e.Value())
 	if err != nil {
-		return nil, fmt.Errorf("%w: run %s (start a new run with another --run): %v", ErrRecord, run, err)
+		return nil, fmt.Errorf("%w: run %s (start a new run under another run ID): %v", ErrRecord, run, err)
 	}
 	return rec, nil
 }

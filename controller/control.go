@@ -56,7 +56,7 @@ func (c *Controller) onSlotEvents(evs []SlotEvent) {
 		s := ev.Slot
 		switch ev.Kind {
 		case SlotSuspect:
-			c.log.WithFields(slotFields(s)).WithField("advice", "if every slot fails alike, check the evaluator (--eval-cmd) and its environment on every node").
+			c.log.WithFields(slotFields(s)).WithField("advice", "if every slot fails alike, check the workers' evaluator command and its environment on every node").
 				Warn("slot failed its last designs, and no other slot has succeeded yet: not quarantined, since the evaluator or the search space may be at fault")
 		case SlotQuarantined:
 			c.warnQuarantined(s, "slot quarantined: it failed its last designs while other slots succeed")
