@@ -95,6 +95,7 @@ func (w *Worker) watchRun() {
 	}
 	t := time.NewTicker(RunPoll)
 	defer t.Stop()
+	var runs jetstream.KeyValue // bound once: binding asks the broker for the bucket's stream
 	for {
 		var r *schema.Run
 		select {
@@ -102,7 +103,7 @@ func (w *Worker) watchRun() {
 			return
 		case r = <-ended:
 		case <-t.C:
-			if r = w.readRunEnded(); r == nil {
+			if r = w.readRunEnded(&runs); r == nil {
 				continue
 			}
 		}
@@ -151,14 +152,20 @@ func (w *Worker) leaveFailed(f *schema.Failure) {
 // RunPoll is how often a worker reads its run's state as a backstop.
 const RunPoll = 2 * time.Second
 
-func (w *Worker) readRunEnded() *schema.Run {
+// readRunEnded reads the run's record through *runs, binding the bucket
+// on first use: a poll every RunPoll from every worker must cost the
+// broker one direct get, not a stream info as well.
+func (w *Worker) readRunEnded(runs *jetstream.KeyValue) *schema.Run {
 	ctx, cancel := context.WithTimeout(w.fetchCtx, RunPoll)
 	defer cancel()
-	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
-	if err != nil {
-		return nil
+	if *runs == nil {
+		kv, err := w.js.KeyValue(ctx, schema.RunBucket)
+		if err != nil {
+			return nil
+		}
+		*runs = kv
 	}
-	e, err := kv.Get(ctx, w.cfg.Run)
+	e, err := (*runs).Get(ctx, w.cfg.Run)
 	if err != nil {
 		return nil
 	}
