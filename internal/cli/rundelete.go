@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
 )
@@ -69,8 +70,13 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !c.force && (ri.Phase == schema.PhaseRunning || ri.Phase == schema.PhaseStarting) {
-		return usageErr("run %s is %s: stop its controller first, or give --force", id, ri.Phase)
+	if !c.force {
+		if l, _ := controller.LeaseHolder(ctx, s.js, id); l != nil {
+			return usageErr("run %s has a live controller (pid %d on %s): stop it first, or give --force", id, l.PID, l.Host)
+		}
+		if ri.Phase == schema.PhaseRunning || ri.Phase == schema.PhaseStarting || ri.Phase == schema.PhaseDraining {
+			return usageErr("run %s is %s: stop its controller first, or give --force", id, ri.Phase)
+		}
 	}
 	n, err := broker.DeleteRun(ctx, s.js, id)
 	if err != nil {
