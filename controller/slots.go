@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -71,45 +72,34 @@ func (t *slotTracker) live(now time.Time) liveCount {
 	return l
 }
 
-// usable is the number of w's slots that take designs: all but those
-// its heartbeat reports quarantined and those the controller holds
-// quarantined, whichever learned of it first.
+// usable is the number of w's slots that take designs (see usableSlots).
 func (t *slotTracker) usable(id string, w *seenWorker) int {
-	if len(w.p.Quarantined) == 0 && t.held == nil {
+	if len(w.p.Quarantined) == 0 && len(t.heldOf(id, w)) == 0 {
 		return w.p.Slots
 	}
-	q := map[int]bool{}
-	for _, i := range w.p.Quarantined {
-		q[i] = true
-	}
-	if t.held != nil {
-		for _, i := range t.held(id, &w.p) {
-			if i < w.p.Slots {
-				q[i] = true
-			}
-		}
-	}
-	return w.p.Slots - len(q)
+	return len(t.usableSlots(id, w))
 }
 
-// usableSlots are the indices of w's slots that take designs (see usable).
+// usableSlots are the indices of w's slots that take designs: all but
+// those its heartbeat reports quarantined and those the controller holds
+// quarantined, whichever learned of it first.
 func (t *slotTracker) usableSlots(id string, w *seenWorker) []int {
-	q := map[int]bool{}
-	for _, i := range w.p.Quarantined {
-		q[i] = true
-	}
-	if t.held != nil {
-		for _, i := range t.held(id, &w.p) {
-			q[i] = true
-		}
-	}
+	held := t.heldOf(id, w)
 	var out []int
 	for i := range w.p.Slots {
-		if !q[i] {
+		if !slices.Contains(w.p.Quarantined, i) && !slices.Contains(held, i) {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// heldOf are w's slots the controller holds quarantined.
+func (t *slotTracker) heldOf(id string, w *seenWorker) []int {
+	if t.held == nil {
+		return nil
+	}
+	return t.held(id, &w.p)
 }
 
 // prune forgets workers silent for a minute.
