@@ -277,7 +277,7 @@ func (w *Worker) Start(ctx context.Context) error {
 func (w *Worker) checkLimits(info *jetstream.ConsumerInfo) error {
 	if info.Config.MaxWaiting < w.cfg.Slots {
 		return &schema.FieldError{Err: ErrConfig, Field: "Slots", Value: w.cfg.Slots,
-			Reason: fmt.Sprintf("exceeds the run consumer's MaxWaiting %d: start the controller sized for the run's slots", info.Config.MaxWaiting)}
+			Reason: fmt.Sprintf("exceeds the run consumer's MaxWaiting %d, which is fixed when the run is created: use fewer slots, or start a new run sized for at least %d slots", info.Config.MaxWaiting, w.cfg.Slots)}
 	}
 	if w.ackWait < 3*w.cfg.Heartbeat {
 		return &schema.FieldError{Err: ErrConfig, Field: "Heartbeat", Value: w.cfg.Heartbeat,
