@@ -461,6 +461,9 @@ func (r *Run) Validate() error {
 	if r.QuarantineAfter != nil && *r.QuarantineAfter < 0 {
 		return invalid("run", "quarantine_after", "%d < 0", *r.QuarantineAfter)
 	}
+	if r.EarlyStop != nil {
+		return r.EarlyStop.Validate()
+	}
 	return nil
 }
 

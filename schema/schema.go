@@ -76,10 +76,13 @@ const (
 	StatusError      Status = "error"      // the evaluator failed; Error says why
 	StatusTimeout    Status = "timeout"    // the evaluator ran past its time limit
 	StatusLost       Status = "lost"       // the design reached its redelivery limit
+	// StatusStopped: the run's early-stopping rule stopped the evaluation
+	// at a rung; Fitness is the last one it reported.
+	StatusStopped Status = "stopped"
 )
 
 // Statuses lists every terminal status in a stable order.
-var Statuses = []Status{StatusOK, StatusInfeasible, StatusError, StatusTimeout, StatusLost}
+var Statuses = []Status{StatusOK, StatusInfeasible, StatusError, StatusTimeout, StatusLost, StatusStopped}
 
 // Valid reports whether s is one of the terminal statuses.
 func (s Status) Valid() bool {
@@ -245,6 +248,9 @@ type Run struct {
 	// Seeds are their genomes: designs 1..len(Seeds).
 	SeedsFrom string           `msgpack:"seeds_from,omitempty" json:"seeds_from,omitempty"`
 	Seeds     []map[string]any `msgpack:"seeds,omitempty" json:"seeds,omitempty"`
+	// EarlyStop is the run's early-stopping rule; nil: none (every
+	// evaluation runs to its end), as in runs recorded before it existed.
+	EarlyStop *EarlyStop `msgpack:"early_stop,omitempty" json:"early_stop,omitempty"`
 	// Changes are the settings changed on purpose by restarts, oldest first.
 	Changes []Change `msgpack:"changes,omitempty" json:"changes,omitempty"`
 	// FailFast is how many first attempts the fail-fast check judges: the

@@ -903,7 +903,7 @@ func TestStatusValid(t *testing.T) {
 		want bool
 	}{
 		{schema.StatusOK, true}, {schema.StatusInfeasible, true}, {schema.StatusError, true},
-		{schema.StatusTimeout, true}, {schema.StatusLost, true},
+		{schema.StatusTimeout, true}, {schema.StatusLost, true}, {schema.StatusStopped, true},
 		{"", false}, {"OK", false}, {"running", false}, {"ok ", false},
 	}
 	for _, tt := range tests {
@@ -914,8 +914,8 @@ func TestStatusValid(t *testing.T) {
 			}
 		})
 	}
-	if len(schema.Statuses) != 5 {
-		t.Errorf("Statuses has %d entries, want the 5 terminal statuses", len(schema.Statuses))
+	if len(schema.Statuses) != 6 {
+		t.Errorf("Statuses has %d entries, want the 6 terminal statuses", len(schema.Statuses))
 	}
 }
 

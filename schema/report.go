@@ -1,0 +1,271 @@
+package schema
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// Names of the early-stopping protocol's streams and subjects.
+const (
+	// ReportStream holds every intermediate report of every run (limits
+	// retention): the learning curves, and what the early-stopping rules
+	// decide from, in stream order.
+	ReportStream = "EVOQ_REPORTS"
+	ReportPrefix = "evoq.report." // + run ID
+	// AskPrefix + run ID is where a worker asks the run's controller,
+	// with a NATS request, whether a design that reached a rung goes on.
+	AskPrefix = "evoq.ask."
+)
+
+// ReportSubject is the subject the reports of run are published on.
+func ReportSubject(run string) string { return ReportPrefix + run }
+
+// AskSubject is where the workers of run ask its controller for a stop
+// decision (a request: Ask, answered by Decision).
+func AskSubject(run string) string { return AskPrefix + run }
+
+// ReportMsgID is the Nats-Msg-Id of a report: the attempt's result ID
+// (AttemptMsgID) and the step, so that a report published twice is
+// stored once, and each attempt's curve is kept apart.
+func ReportMsgID(designID string, retry, attempt int, step int64) string {
+	return AttemptMsgID(designID, retry, attempt) + "/s" + strconv.FormatInt(step, 10)
+}
+
+// Report is one intermediate report of an evaluation: its fitness after
+// Step steps of training (epochs, say), published by the worker on
+// ReportSubject(run) while the evaluation runs.
+type Report struct {
+	V        int    `msgpack:"v" json:"v"`
+	Run      string `msgpack:"run" json:"run"`
+	DesignID string `msgpack:"design_id" json:"design_id"`
+	Seq      uint64 `msgpack:"seq" json:"seq"`
+	// Retry and Attempt say which attempt of the design reports (see
+	// Design.Retry and Result.Attempt).
+	Retry   int `msgpack:"retry,omitempty" json:"retry,omitempty"`
+	Attempt int `msgpack:"attempt" json:"attempt"`
+	// Step is where the training is, as the evaluator counts it; it
+	// increases from one report of an attempt to the next.
+	Step    int64          `msgpack:"step" json:"step"`
+	Fitness float64        `msgpack:"fitness" json:"fitness"`
+	Metrics map[string]any `msgpack:"metrics,omitempty" json:"metrics,omitempty"`
+	Worker  string         `msgpack:"worker" json:"worker"`
+	Slot    int            `msgpack:"slot" json:"slot"`
+	// Time is when the worker read the report from its evaluator.
+	Time time.Time `msgpack:"time" json:"time"`
+}
+
+// MsgID is the Nats-Msg-Id a worker stores r with.
+func (r *Report) MsgID() string { return ReportMsgID(r.DesignID, r.Retry, r.Attempt, r.Step) }
+
+// Validate checks every field of r.
+func (r *Report) Validate() error {
+	if err := ValidToken(r.Run); err != nil {
+		return invalid("report", "run", "%v", err)
+	}
+	if r.Seq == 0 {
+		return invalid("report", "seq", "must be >= 1")
+	}
+	if want := DesignID(r.Run, r.Seq); r.DesignID != want {
+		return invalid("report", "design_id", "%q, want %q for run %q seq %d", r.DesignID, want, r.Run, r.Seq)
+	}
+	if r.Retry < 0 {
+		return invalid("report", "retry", "%d < 0", r.Retry)
+	}
+	if r.Attempt < 1 {
+		return invalid("report", "attempt", "%d < 1", r.Attempt)
+	}
+	if r.Step < 0 {
+		return invalid("report", "step", "%d < 0", r.Step)
+	}
+	if math.IsNaN(r.Fitness) || math.IsInf(r.Fitness, 0) {
+		return invalid("report", "fitness", "%v is not finite", r.Fitness)
+	}
+	if err := ValidToken(r.Worker); err != nil {
+		return invalid("report", "worker", "%v", err)
+	}
+	if r.Slot < 0 {
+		return invalid("report", "slot", "%d < 0", r.Slot)
+	}
+	if r.Time.IsZero() {
+		return invalid("report", "time", "missing")
+	}
+	return nil
+}
+
+// EncodeReport stamps the schema version on r, validates and encodes it.
+func EncodeReport(r *Report) ([]byte, error) {
+	r.V = Version
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(r)
+}
+
+// DecodeReport decodes and validates a report.
+func DecodeReport(b []byte) (*Report, error) {
+	r := new(Report)
+	if err := unmarshal(b, r, "report"); err != nil {
+		return nil, err
+	}
+	Normalize(r.Metrics)
+	return r, r.Validate()
+}
+
+// Ask is a worker's question to the controller, sent as a NATS request
+// on AskSubject(run) once the report at StreamSeq of the reports stream
+// reached a rung: does the design go on?
+type Ask struct {
+	V        int    `msgpack:"v" json:"v"`
+	Run      string `msgpack:"run" json:"run"`
+	DesignID string `msgpack:"design_id" json:"design_id"`
+	Step     int64  `msgpack:"step" json:"step"`
+	// StreamSeq is the report's sequence in ReportStream, from its
+	// PubAck: the controller answers once it has read the stream that
+	// far, so that its answer is the one its rule gave the report in
+	// stream order.
+	StreamSeq uint64 `msgpack:"stream_seq" json:"stream_seq"`
+}
+
+// Validate checks every field of a.
+func (a *Ask) Validate() error {
+	if err := ValidToken(a.Run); err != nil {
+		return invalid("ask", "run", "%v", err)
+	}
+	if a.DesignID == "" {
+		return invalid("ask", "design_id", "empty")
+	}
+	if a.StreamSeq == 0 {
+		return invalid("ask", "stream_seq", "must be >= 1")
+	}
+	return nil
+}
+
+// Decision is the controller's answer to an Ask.
+type Decision struct {
+	V        int    `msgpack:"v" json:"v"`
+	Run      string `msgpack:"run" json:"run"`
+	DesignID string `msgpack:"design_id" json:"design_id"`
+	Step     int64  `msgpack:"step" json:"step"`
+	// Rung is the rung the report decided at; 0 when it decided at none
+	// (the report was not at a rung for the controller: see Reason).
+	Rung int64 `msgpack:"rung,omitempty" json:"rung,omitempty"`
+	// Stop: the design stops now, with the reported fitness.
+	Stop   bool   `msgpack:"stop" json:"stop"`
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// Validate checks every field of d.
+func (d *Decision) Validate() error {
+	if err := ValidToken(d.Run); err != nil {
+		return invalid("decision", "run", "%v", err)
+	}
+	if d.DesignID == "" {
+		return invalid("decision", "design_id", "empty")
+	}
+	return nil
+}
+
+// EncodeAsk stamps the schema version on a, validates and encodes it.
+func EncodeAsk(a *Ask) ([]byte, error) {
+	a.V = Version
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(a)
+}
+
+// DecodeAsk decodes and validates an Ask.
+func DecodeAsk(b []byte) (*Ask, error) {
+	a := new(Ask)
+	if err := unmarshal(b, a, "ask"); err != nil {
+		return nil, err
+	}
+	return a, a.Validate()
+}
+
+// EncodeDecision stamps the schema version on d, validates and encodes it.
+func EncodeDecision(d *Decision) ([]byte, error) {
+	d.V = Version
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(d)
+}
+
+// DecodeDecision decodes and validates a Decision.
+func DecodeDecision(b []byte) (*Decision, error) {
+	d := new(Decision)
+	if err := unmarshal(b, d, "decision"); err != nil {
+		return nil, err
+	}
+	return d, d.Validate()
+}
+
+// Early-stopping rules (EarlyStop.Rule).
+const (
+	RuleMedian = "median" // stop below the median of the running means at a rung
+	RuleASHA   = "asha"   // asynchronous successive halving: go on only in the top 1/eta at a rung
+)
+
+// EarlyStop is a run's early-stopping rule, recorded with the run so that
+// its workers know where the rungs are and a restart or a replay decides
+// as the run did.
+type EarlyStop struct {
+	Rule string `msgpack:"rule" json:"rule"`
+	// MinStep is the first rung; the rungs are MinStep, MinStep*Eta,
+	// MinStep*Eta^2, ... below MaxStep.
+	MinStep int64 `msgpack:"min_step" json:"min_step"`
+	// MaxStep is the step of full training, at and past which there is
+	// no rung; 0: no bound.
+	MaxStep int64 `msgpack:"max_step,omitempty" json:"max_step,omitempty"`
+	Eta     int   `msgpack:"eta" json:"eta"`
+}
+
+// Validate checks every field of e.
+func (e *EarlyStop) Validate() error {
+	if e.Rule != RuleMedian && e.Rule != RuleASHA {
+		return invalid("early_stop", "rule", "%q is not median or asha", e.Rule)
+	}
+	if e.MinStep < 1 {
+		return invalid("early_stop", "min_step", "%d < 1", e.MinStep)
+	}
+	if e.Eta < 2 {
+		return invalid("early_stop", "eta", "%d < 2", e.Eta)
+	}
+	if e.MaxStep != 0 && e.MaxStep <= e.MinStep {
+		return invalid("early_stop", "max_step", "%d is not above min_step %d (0: no bound)", e.MaxStep, e.MinStep)
+	}
+	return nil
+}
+
+// Rungs lists the rungs up to and including limit (MaxStep, when limit is
+// larger and MaxStep bounds them).
+func (e *EarlyStop) Rungs(limit int64) []int64 {
+	var out []int64
+	for r := e.MinStep; r <= limit && (e.MaxStep == 0 || r < e.MaxStep); {
+		out = append(out, r)
+		if r > math.MaxInt64/int64(e.Eta) {
+			break
+		}
+		r *= int64(e.Eta)
+	}
+	return out
+}
+
+// RungAt is the rung a report at step decides at, for an attempt whose
+// last decision was at rung last (0: none yet): the highest rung above
+// last and at most step. Rungs a report skips over (steps 2 then 10 with
+// rungs 3 and 9) are not decided at. ok is false when the report is at
+// no new rung. A nil EarlyStop has no rungs.
+func (e *EarlyStop) RungAt(step, last int64) (rung int64, ok bool) {
+	if e == nil || step <= last {
+		return 0, false
+	}
+	for _, r := range e.Rungs(step) {
+		if r > last {
+			rung, ok = r, true
+		}
+	}
+	return rung, ok
+}
