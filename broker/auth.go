@@ -205,6 +205,8 @@ func workerPermissions(run string) *server.Permissions {
 		jsAPI + "CONSUMER.INFO." + schema.DesignStream + "." + cons,     // js.Consumer: bind to the run's consumer, read its limits
 		jsAPI + "CONSUMER.MSG.NEXT." + schema.DesignStream + "." + cons, // Consumer.Next: pull one design
 		schema.ResultSubject(run),                                       // store a result (PubAck to the inbox)
+		schema.ReportSubject(run),                                       // store an intermediate report (PubAck to the inbox)
+		schema.AskSubject(run),                                          // Conn.Request: ask the controller whether a design at a rung goes on
 		schema.AlertSubject(run),                                        // alert the controller
 		streamInfo(kvStream + schema.PresenceBucket),                    // js.KeyValue binds to the bucket's stream
 		streamInfo(kvStream + schema.RunBucket),
@@ -232,6 +234,9 @@ func readerPermissions(run string) *server.Permissions {
 		jsAPI + "INFO",                  // js.AccountInfo: is JetStream there
 		streamInfo(schema.ResultStream), // js.Stream, Stream.Info: how many results
 		consumerCreate(schema.ResultStream, schema.ResultSubject(run)), // js.OrderedConsumer on the run's results
+		streamInfo(schema.ReportStream),                                // js.Stream, Stream.Info: how many reports
+		consumerCreate(schema.ReportStream, schema.ReportSubject(run)), // js.OrderedConsumer on the run's reports (export, report)
+		jsAPI + "CONSUMER.MSG.NEXT." + schema.ReportStream + ".*",      // fetch from it; its name is random, as for the results
 		// Fetch from that ordered consumer. Its name is random, so any name
 		// is allowed; nothing granted lists the stream's consumers, so a
 		// reader cannot find another client's, which may follow another
@@ -249,7 +254,7 @@ func readerPermissions(run string) *server.Permissions {
 		consumerCreate(kvStream+schema.RunBucket, kvKey(schema.RunBucket, run)),
 		consumerCreate(kvStream+schema.PresenceBucket, kvKey(schema.PresenceBucket, run+".*")),
 	}
-	for _, stream := range []string{schema.ResultStream, kvStream + schema.RunBucket, kvStream + schema.PresenceBucket} {
+	for _, stream := range []string{schema.ResultStream, schema.ReportStream, kvStream + schema.RunBucket, kvStream + schema.PresenceBucket} {
 		// Ordered consumers and key watchers delete their consumer when
 		// they stop or reset. These streams keep their messages whatever
 		// their consumers do (limits retention), so deleting a consumer

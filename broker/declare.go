@@ -46,7 +46,7 @@ const MinAckWait = 3 * HeartbeatDefault
 // ErrLimit means a consumer limit is below what the live slots need.
 var ErrLimit = errors.New("consumer limit below live slots")
 
-// Declare creates or updates the design and result streams and the
+// Declare creates or updates the design, result and report streams and the
 // presence and run buckets. It is idempotent. They are kept with one copy
 // unless WithReplicas says otherwise; a stream or bucket that has more
 // copies already is refused with ErrReplicas rather than lowered, since
@@ -92,6 +92,18 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 		Name:        schema.ResultStream,
 		Description: "evoq terminal results: the durable history of every run",
 		Subjects:    []string{schema.ResultPrefix + "*"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  DuplicatesDefault,
+		MaxMsgSize:  schema.MaxMessageSize,
+		Replicas:    replicas,
+	}, {
+		// A stream of its own, not the results': a design may report
+		// many times, and tools that count results need not read past
+		// its curve; the early-stopping rules read this stream alone.
+		Name:        schema.ReportStream,
+		Description: "evoq intermediate reports: every evaluation's learning curve",
+		Subjects:    []string{schema.ReportPrefix + "*"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  DuplicatesDefault,

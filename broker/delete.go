@@ -11,11 +11,11 @@ import (
 
 // Deleted counts what DeleteRun removed.
 type Deleted struct {
-	Results, Designs, Presence uint64
+	Results, Designs, Presence, Reports uint64
 }
 
 // DeleteRun removes one run from the broker: its work-queue consumer, the
-// designs still queued, its results, its workers' heartbeats and its
+// designs still queued, its results and reports, its workers' heartbeats and its
 // record. Other runs share the streams and buckets and are untouched: each
 // of run's subjects is purged, nothing is deleted whole. Deleting a run
 // that is gone removes nothing and is no error.
@@ -29,6 +29,9 @@ func DeleteRun(ctx context.Context, js jetstream.JetStream, run string) (Deleted
 		return n, err
 	}
 	if n.Results, err = purgeSubject(ctx, js, schema.ResultStream, schema.ResultSubject(run)); err != nil {
+		return n, err
+	}
+	if n.Reports, err = purgeSubject(ctx, js, schema.ReportStream, schema.ReportSubject(run)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return n, err
 	}
 	// A bucket is a stream named KV_<bucket>, a key the subject $KV.<bucket>.<key>.

@@ -32,18 +32,32 @@ type ResultFunc func(seq uint64, t time.Time, r *schema.Result, err error) error
 // controller seeding a run from an earlier one, the tools that look at a
 // run) reads it here, so they agree on where the history ends.
 func ReadResults(ctx context.Context, js jetstream.JetStream, run string, fn ResultFunc) error {
-	want, err := countResults(ctx, js, run)
+	return readRun(ctx, js, schema.ResultStream, schema.ResultSubject(run), "results", func(seq uint64, t time.Time, data []byte) error {
+		res, err := schema.DecodeResult(data)
+		return fn(seq, t, res, err)
+	})
+}
+
+// rawFunc receives one stored message of a run: its stream sequence, time
+// and body.
+type rawFunc func(seq uint64, t time.Time, data []byte) error
+
+// readRun hands fn the messages of subject on stream in stream order, read
+// with an ordered consumer, until it has caught up with those stored when
+// it began. what names them in errors.
+func readRun(ctx context.Context, js jetstream.JetStream, stream, subject, what string, fn rawFunc) error {
+	want, err := countSubject(ctx, js, stream, subject)
 	if err != nil || want == 0 {
 		return err
 	}
-	cons, err := js.OrderedConsumer(ctx, schema.ResultStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schema.ResultSubject(run)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return fmt.Errorf("results consumer: %w", err)
+		return fmt.Errorf("%s consumer: %w", what, err)
 	}
 	var got uint64
 	for got < want {
-		n, done, err := resultsBatchOf(cons, int(min(resultsBatch, want-got)), fn, &got)
+		n, done, err := batchOf(cons, int(min(resultsBatch, want-got)), what, fn, &got)
 		switch {
 		case errors.Is(err, ErrStopReading):
 			return nil
@@ -52,7 +66,7 @@ func ReadResults(ctx context.Context, js jetstream.JetStream, run string, fn Res
 		case done:
 			return nil
 		case n == 0:
-			return fmt.Errorf("results of %s: read %d of %d, then none came within %s", run, got, want, ResultsFetchWait)
+			return fmt.Errorf("%s on %s: read %d of %d, then none came within %s", what, subject, got, want, ResultsFetchWait)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -61,23 +75,22 @@ func ReadResults(ctx context.Context, js jetstream.JetStream, run string, fn Res
 	return nil
 }
 
-// resultsBatchOf fetches and hands on up to size results, no more than
-// are left to read, so that the fetch need not wait out its expiry; done
+// batchOf fetches and hands on up to size messages, no more than are
+// left to read, so that the fetch need not wait out its expiry; done
 // reports that the consumer has caught up with the stream.
-func resultsBatchOf(cons jetstream.Consumer, size int, fn ResultFunc, got *uint64) (n int, done bool, err error) {
+func batchOf(cons jetstream.Consumer, size int, what string, fn rawFunc, got *uint64) (n int, done bool, err error) {
 	msgs, err := cons.Fetch(size, jetstream.FetchMaxWait(ResultsFetchWait))
 	if err != nil {
-		return 0, false, fmt.Errorf("fetch results: %w", err)
+		return 0, false, fmt.Errorf("fetch %s: %w", what, err)
 	}
 	for m := range msgs.Messages() {
 		n++
 		*got++
 		meta, merr := m.Metadata()
 		if merr != nil {
-			return n, false, fmt.Errorf("result metadata: %w", merr)
+			return n, false, fmt.Errorf("%s metadata: %w", what, merr)
 		}
-		res, derr := schema.DecodeResult(m.Data())
-		if err = fn(meta.Sequence.Stream, meta.Timestamp, res, derr); err != nil {
+		if err = fn(meta.Sequence.Stream, meta.Timestamp, m.Data()); err != nil {
 			for range msgs.Messages() { // drain the rest of the batch
 			}
 			return n, false, err
@@ -85,23 +98,29 @@ func resultsBatchOf(cons jetstream.Consumer, size int, fn ResultFunc, got *uint6
 		done = meta.NumPending == 0
 	}
 	if err := msgs.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return n, false, fmt.Errorf("fetch results: %w", err)
+		return n, false, fmt.Errorf("fetch %s: %w", what, err)
 	}
 	return n, done, nil
 }
 
 // countResults is the number of stored results of run.
 func countResults(ctx context.Context, js jetstream.JetStream, run string) (uint64, error) {
-	st, err := js.Stream(ctx, schema.ResultStream)
+	return countSubject(ctx, js, schema.ResultStream, schema.ResultSubject(run))
+}
+
+// countSubject is the number of messages of subject stored on stream; 0
+// when the stream does not exist (a store from before it).
+func countSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("results stream: %w", err)
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schema.ResultSubject(run)))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
-		return 0, fmt.Errorf("results stream info: %w", err)
+		return 0, fmt.Errorf("stream %s info: %w", stream, err)
 	}
-	return info.State.Subjects[schema.ResultSubject(run)], nil
+	return info.State.Subjects[subject], nil
 }

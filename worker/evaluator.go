@@ -15,6 +15,35 @@ type Task struct {
 	Attempt int
 	// GPU is the slot's GPU (a CUDA_VISIBLE_DEVICES value), "" for none.
 	GPU string
+	// Reports takes the evaluation's intermediate reports; nil takes
+	// none (Report then always goes on).
+	Reports Reporter
+}
+
+// Progress is one intermediate report of an evaluation: its fitness after
+// Step steps of training. Steps increase from one report to the next.
+type Progress struct {
+	Step    int64
+	Fitness float64
+	Metrics map[string]any
+}
+
+// Reporter takes an evaluation's intermediate reports. Report stores p
+// and says whether the evaluation goes on: stop true means end it now,
+// with Stopped(p, reason) as its outcome. It returns quickly: at a rung of
+// the run's early-stopping rule after the controller's answer, elsewhere
+// once the report is stored.
+type Reporter interface {
+	Report(ctx context.Context, p Progress) (stop bool, reason string)
+}
+
+// Report hands p to the task's Reporter; without one the evaluation goes
+// on.
+func (t Task) Report(ctx context.Context, p Progress) (stop bool, reason string) {
+	if t.Reports == nil {
+		return false, ""
+	}
+	return t.Reports.Report(ctx, p)
 }
 
 // Outcome is what an evaluation produced. Status is one of ok, infeasible,
@@ -49,6 +78,18 @@ func Failed(ctx context.Context, err error) Outcome {
 		return Outcome{Status: schema.StatusTimeout, Fitness: schema.InfeasibleFitness, Error: "evaluation timed out"}
 	}
 	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Error: err.Error()}
+}
+
+// Stopped is the outcome of an evaluation the run's early-stopping rule
+// stopped after its report last: the fitness and metrics it reported
+// last, with the step in metrics (stopped_at) and why in Error.
+func Stopped(last Progress, reason string) Outcome {
+	m := make(map[string]any, len(last.Metrics)+1)
+	for k, v := range last.Metrics {
+		m[k] = v
+	}
+	m["stopped_at"] = last.Step
+	return Outcome{Status: schema.StatusStopped, Fitness: last.Fitness, Metrics: m, Error: reason}
 }
 
 // Infeasible is the outcome of a design that cannot be evaluated.
