@@ -89,6 +89,12 @@ type Config struct {
 	// stops counting it (see Tally). 0 turns quarantine off. nil means
 	// not given. Defaults to QuarantineAfterDefault.
 	QuarantineAfter *int
+	// EarlyStop is the run's early-stopping rule (see Rungs): a design
+	// that reports its training as it goes (schema.Report) may be stopped
+	// at a rung and end with status stopped. It decides which results the
+	// run has, so it is fixed for the run's life. nil means not given;
+	// a rule named RuleNone means none, explicitly. Defaults to none.
+	EarlyStop *schema.EarlyStop
 	// Replicas is the number of copies of the streams and buckets, each on
 	// another node of a JetStream cluster: 1, 3 or 5 (broker.WithReplicas),
 	// at most the cluster's size. Defaults to 1.
@@ -168,6 +174,9 @@ func (c Config) withDefaults() Config {
 		c.IdleAlarm = IdleAlarmDefault
 	}
 	setDefault(&c.FailFast, max(FailFastDefault, c.ExpectSlots, c.WaitSlots))
+	if c.EarlyStop != nil && c.EarlyStop.Rule == RuleNone {
+		c.EarlyStop = nil
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -215,6 +224,9 @@ func (c Config) Validate() error {
 // own, and fields that depend on each other where both are set. Validate
 // checks everything once defaults are in.
 func (c Config) ValidateGiven() error {
+	if err := validateEarlyStop(c.EarlyStop); err != nil {
+		return err
+	}
 	return firstBad(
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
 		check{c.Budget < 0, "Budget", c.Budget, "need at least 1", nil},
@@ -239,6 +251,43 @@ func (c Config) ValidateGiven() error {
 		check{c.Tournament > 0 && c.Pool > 0 && c.Tournament > c.Pool, "Tournament", c.Tournament,
 			fmt.Sprintf("want 1..Pool (%d)", c.Pool), []string{"Pool"}},
 	)
+}
+
+// RuleNone, as Config.EarlyStop's rule, says explicitly that the run
+// stops no design early.
+const RuleNone = "none"
+
+// Defaults of an early-stopping rule's parameters.
+const (
+	MinStepDefault = 1
+	EtaDefault     = 3
+)
+
+// validateEarlyStop checks a rule's parameters, naming the field of
+// schema.EarlyStop as a Config field (EarlyStop.Eta).
+func validateEarlyStop(e *schema.EarlyStop) error {
+	if e == nil || e.Rule == RuleNone {
+		return nil
+	}
+	return firstBad(
+		check{e.Rule != schema.RuleMedian && e.Rule != schema.RuleASHA, "EarlyStop.Rule", e.Rule, "want none, median or asha", nil},
+		check{e.MinStep < 1, "EarlyStop.MinStep", e.MinStep, "the first rung: need a step of at least 1", nil},
+		check{e.Eta < 2, "EarlyStop.Eta", e.Eta, "need at least 2: rungs are MinStep times powers of Eta, and asha keeps the top 1/Eta at each", nil},
+		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
+			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
+	)
+}
+
+// EarlyStopText says a rule and its rungs in a few words.
+func EarlyStopText(e *schema.EarlyStop) string {
+	if e == nil {
+		return RuleNone
+	}
+	s := fmt.Sprintf("%s min_step=%d eta=%d", e.Rule, e.MinStep, e.Eta)
+	if e.MaxStep > 0 {
+		s += fmt.Sprintf(" max_step=%d rungs=%v", e.MaxStep, e.Rungs(e.MaxStep))
+	}
+	return s
 }
 
 // check is one rule of a Config: when bad, the field is invalid.
@@ -273,6 +322,7 @@ func (c Config) Fields() logrus.Fields {
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
 		"fail_fast":     failFastText(c.FailFast),
 		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
+		"early_stop": EarlyStopText(c.EarlyStop),
 	}
 }
 

@@ -43,7 +43,7 @@ import (
 //     (its worker's slots) is then in the worker's own hands.
 //
 // Everything the fold or the design generator reads (Space, Seed, Init,
-// Pool, Replace, Tournament, Seeds, ErrorRetries) is fixed for the run's
+// Pool, Replace, Tournament, Seeds, ErrorRetries, EarlyStop) is fixed for the run's
 // life: changing it would make the rebuilt pool differ from the pool
 // before the restart.
 
@@ -124,6 +124,9 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueRetries(rec, &cfg, k); err != nil {
 		return cfg, nil, err
 	}
+	if err := continueEarlyStop(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
 	continueQuarantine(rec, &cfg, k, now)
 	if err := continueBudget(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
@@ -187,6 +190,27 @@ func continueRetries(rec *schema.Run, cfg *Config, k *Continuation) error {
 		cfg.ErrorRetries = new(recorded)
 	case *cfg.ErrorRetries != recorded:
 		return &SettingError{Field: "ErrorRetries", Recorded: fmt.Sprint(recorded), Given: fmt.Sprint(*cfg.ErrorRetries), Why: why}
+	}
+	return nil
+}
+
+// continueEarlyStop takes the early-stopping rule from the record, or
+// refuses another given one. A record without a rule (none, or a run
+// recorded before rules existed) is a run that stops nothing early.
+func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
+	given := cfg.EarlyStop
+	if given != nil && given.Rule == RuleNone {
+		given = nil
+	}
+	switch {
+	case cfg.EarlyStop == nil:
+		cfg.EarlyStop = rec.EarlyStop
+		if rec.EarlyStop != nil {
+			k.Taken = append(k.Taken, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))
+		}
+	case !reflect.DeepEqual(given, rec.EarlyStop):
+		return &SettingError{Field: "EarlyStop", Recorded: EarlyStopText(rec.EarlyStop), Given: EarlyStopText(given),
+			Why: "it decides which designs are stopped, so it cannot change mid-run (leave it out to continue with the recorded rule, or start a new run seeded from this one)"}
 	}
 	return nil
 }
@@ -399,6 +423,9 @@ func RecordSettings(rec *schema.Run) []string {
 	out = append(out, fmt.Sprintf("error_retries=%d", r.ErrorRetries), fmt.Sprintf("quarantine_after=%d", r.QuarantineAfter))
 	if rec.SeedsFrom != "" {
 		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
+	}
+	if rec.EarlyStop != nil {
+		out = append(out, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))
 	}
 	return out
 }

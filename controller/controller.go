@@ -78,6 +78,8 @@ type Controller struct {
 	// controlSent is when each worker was last told its quarantined
 	// slots (see control.go).
 	controlSent map[string]time.Time
+	// stopper runs the early-stopping rule; nil for a run without one.
+	stopper *stopper
 }
 
 // New returns a controller; Run runs the search. Settings cfg leaves
@@ -139,6 +141,10 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if err := c.startWatches(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.startStopper(ctx); err != nil {
+		return nil, err
+	}
+	defer c.stopStopper()
 	defer func() { c.stopResults() }() // the consumer in use then: a restart replaces it
 	if err := c.replay(ctx); err != nil {
 		return nil, err
@@ -164,6 +170,30 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	s := c.Summary()
 	c.log.WithFields(s.Fields()).Info("run done")
 	return s, nil
+}
+
+// startStopper starts the run's early-stopping rule, when it has one,
+// from the first stored report.
+func (c *Controller) startStopper(ctx context.Context) error {
+	if c.cfg.EarlyStop == nil {
+		return nil
+	}
+	var reported func()
+	if m, ok := c.cfg.Metrics.(interface{ Reported() }); ok {
+		reported = m.Reported
+	}
+	s := newStopper(c.js, c.cfg.Run, c.cfg.EarlyStop, c.log, reported)
+	if err := startRetry(ctx, c.log, "start the early-stopping rule", func() error { return s.start(ctx) }); err != nil {
+		return err
+	}
+	c.stopper = s
+	return nil
+}
+
+func (c *Controller) stopStopper() {
+	if c.stopper != nil {
+		c.stopper.stop()
+	}
 }
 
 // declare declares the streams and buckets and takes the run's lease.
@@ -307,7 +337,8 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		ErrorRetries: c.cfg.ErrorRetries, QuarantineAfter: c.cfg.QuarantineAfter,
 		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
-		Created: c.created, Updated: now,
+		EarlyStop: c.cfg.EarlyStop,
+		Created:   c.created, Updated: now,
 	})
 	if err != nil {
 		return err

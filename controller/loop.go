@@ -194,6 +194,9 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		c.idleAlarm(ctx, c.cfg.Now())
 		c.warnNoSlot(ctx, c.cfg.Now())
 		c.observe(ctx)
+		if c.stopper != nil {
+			c.stopper.prune(time.Now())
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -462,6 +465,9 @@ func (c *Controller) progress(force bool) {
 	}
 	if p.Quarantined > 0 {
 		f["quarantined_slots"] = p.Quarantined
+	}
+	if c.stopper != nil {
+		f["stopped"] = c.fold.Count(schema.StatusStopped)
 	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)

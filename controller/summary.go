@@ -19,6 +19,8 @@ type Summary struct {
 	Error       int    `json:"error"`
 	Timeout     int    `json:"timeout"`
 	Lost        int    `json:"lost"`
+	// Stopped is the number of designs the early-stopping rule stopped.
+	Stopped int `json:"stopped"`
 	// Retried is the number of failed attempts retried instead of
 	// counted, and Quarantined the slots the results left quarantined,
 	// as worker/slot.
@@ -51,6 +53,9 @@ type Summary struct {
 	// Replay is what this controller found in the results stream at start;
 	// nil when the run started fresh.
 	Replay *Replay `json:"replay,omitempty"`
+	// EarlyStop is what the run's early-stopping rule did; nil for a run
+	// without one.
+	EarlyStop *EarlyStopSummary `json:"early_stop,omitempty"`
 }
 
 // Replay describes a restarted controller's replay of the run's results
@@ -76,7 +81,8 @@ func (c *Controller) Summary() *Summary {
 		Run: c.cfg.Run, Evaluations: f.Terminal(),
 		OK: f.Count(schema.StatusOK), Infeasible: f.Count(schema.StatusInfeasible),
 		Error: f.Count(schema.StatusError), Timeout: f.Count(schema.StatusTimeout), Lost: f.Count(schema.StatusLost),
-		Slots: c.slots.MaxLive(), SlotsUsed: st.SlotsUsed(),
+		Stopped: f.Count(schema.StatusStopped),
+		Slots:   c.slots.MaxLive(), SlotsUsed: st.SlotsUsed(),
 		GapP50Ms: ms(st.GapQuantile(0.5)), GapP99Ms: ms(st.GapQuantile(0.99)),
 		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
 	}
@@ -94,6 +100,9 @@ func (c *Controller) Summary() *Summary {
 	if c.resumed != nil {
 		r := *c.resumed
 		s.Replay = &r
+	}
+	if c.stopper != nil {
+		s.EarlyStop = c.stopper.summary()
 	}
 	if !c.liveSince.IsZero() {
 		wall := c.cfg.Now().Sub(c.liveSince)
@@ -119,6 +128,9 @@ func (s *Summary) Fields() logrus.Fields {
 		"pool_digest": s.PoolDigest}
 	if s.BestFitness != nil {
 		f["best_fitness"] = *s.BestFitness
+	}
+	if s.EarlyStop != nil {
+		f["stopped"], f["rungs_digest"] = s.Stopped, s.EarlyStop.Digest
 	}
 	return f
 }

@@ -49,6 +49,10 @@ type Command struct {
 	// <design>-retry<n>-<attempt>, since its delivery count starts again
 	// at 1.
 	LogDir string
+	// StopGrace is how long an evaluator stopped by the run's
+	// early-stopping rule has between SIGTERM and SIGKILL. Defaults to
+	// StopGraceDefault.
+	StopGrace time.Duration
 }
 
 // Name implements Evaluator.
@@ -61,6 +65,13 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
 	stdout, stderr := newLastLine(schema.MaxResultLine), newTail(StderrKeep)
+	// A stop decision ends the evaluation through stopCtx; reports are
+	// still stored and asked about under ctx.
+	stopCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	pump := newReportPump(ctx, t, func() { stop(errStopped) })
+	defer pump.close()
+	stdout.report = pump.line
 	cmd, guard, err := evaluatorCommand(c.Cmd)
 	if err != nil {
 		return Failed(ctx, err)
@@ -84,11 +95,27 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 		outs.wait()
 		return Failed(ctx, fmt.Errorf("start %q: %w", c.Cmd, err))
 	}
-	err = waitGroup(ctx, cmd)
+	err = waitGroup(stopCtx, cmd, graceOf(c.StopGrace))
 	outs.wait()
-	out := commandOutcome(ctx, err, stdout, stderr)
+	stopped, last, reason := pump.close()
+	var out Outcome
+	if stopped && ctx.Err() == nil && context.Cause(stopCtx) == errStopped && errors.Is(err, context.Canceled) {
+		// Stopped before it ended by itself: an evaluator that printed its
+		// result first trained to the end, and its result stands.
+		out = Stopped(last, reason)
+	} else {
+		out = commandOutcome(ctx, err, stdout, stderr)
+	}
 	out.Exit, out.Signal = processEnd(cmd.ProcessState)
 	return out
+}
+
+// graceOf is a stop grace, or StopGraceDefault for none given.
+func graceOf(d time.Duration) time.Duration {
+	if d <= 0 {
+		return StopGraceDefault
+	}
+	return d
 }
 
 // commandOutcome reads the outcome of an evaluator that ran and ended,
@@ -286,10 +313,11 @@ func taskEnv(t Task) []string {
 }
 
 // waitGroup waits for cmd; when ctx ends first it kills cmd's whole process
-// group (SIGTERM, then SIGKILL after KillGrace) and returns ctx's error.
-// Either way the group is killed at the end, so no stray child of the
-// evaluator outlives its evaluation.
-func waitGroup(ctx context.Context, cmd *exec.Cmd) error {
+// group (SIGTERM, then SIGKILL after grace; KillGrace for a timeout or a
+// cancelled evaluation, the stop grace when early stopping ended it) and
+// returns ctx's error. Either way the group is killed at the end, so no
+// stray child of the evaluator outlives its evaluation.
+func waitGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	defer killGroup(cmd, syscall.SIGKILL)
@@ -299,10 +327,13 @@ func waitGroup(ctx context.Context, cmd *exec.Cmd) error {
 	case <-ctx.Done():
 	}
 	killGroup(cmd, syscall.SIGTERM)
+	if context.Cause(ctx) != errStopped {
+		grace = KillGrace
+	}
 	select {
 	case <-done:
 		return ctx.Err()
-	case <-time.After(KillGrace):
+	case <-time.After(grace):
 	}
 	killGroup(cmd, syscall.SIGKILL)
 	<-done
@@ -443,12 +474,15 @@ func (l *lineBuf) write(p []byte, end func()) {
 func (l *lineBuf) reset() { l.buf, l.n = l.buf[:0], 0 }
 
 // lastLine is an io.Writer that keeps the last non-blank line written, up
-// to max bytes of it, and its whole length.
+// to max bytes of it, and its whole length. Report lines are handed to
+// report, when set, and are never the last line: the result comes after
+// them.
 type lastLine struct {
-	mu    sync.Mutex
-	cur   lineBuf
-	last  []byte // the last complete non-blank line
-	lastN int    // its whole length
+	mu     sync.Mutex
+	cur    lineBuf
+	last   []byte // the last complete non-blank line
+	lastN  int    // its whole length
+	report func(line string)
 }
 
 func newLastLine(max int) *lastLine { return &lastLine{cur: lineBuf{max: max}} }
@@ -462,6 +496,13 @@ func (l *lastLine) Write(p []byte) (int, error) {
 
 // endLine makes the line being written the last one, unless it is blank.
 func (l *lastLine) endLine() {
+	if l.report != nil && bytes.Contains(l.cur.buf, []byte(`"report"`)) {
+		if _, isReport, _ := reportLine(string(l.cur.buf)); isReport {
+			l.report(string(l.cur.buf))
+			l.cur.reset()
+			return
+		}
+	}
 	if len(bytes.TrimSpace(l.cur.buf)) > 0 {
 		l.last, l.cur.buf, l.lastN = l.cur.buf, l.last, l.cur.n
 	}

@@ -33,6 +33,11 @@ type Persistent struct {
 	// in LogDir/<run>/<worker>-slot<i>.out and .err (appended across
 	// restarts).
 	LogDir string
+	// StopGrace is how long an evaluator told to stop a design has to
+	// print that design's result line before its process is killed (and
+	// a fresh one started for the next design). Defaults to
+	// StopGraceDefault.
+	StopGrace time.Duration
 
 	mu    sync.Mutex
 	procs map[int]*evalProc
@@ -76,7 +81,7 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 		}
 		return p.died(t.Slot, proc, "its stdin is closed")
 	}
-	return p.await(ctx, t.Slot, proc)
+	return p.await(ctx, t, proc)
 }
 
 // send writes a design line; an evaluator that stops reading its stdin
@@ -97,24 +102,98 @@ func (p *Persistent) send(ctx context.Context, slot int, proc *evalProc, line []
 }
 
 // await reads the process's output until a result line, its death or ctx.
-func (p *Persistent) await(ctx context.Context, slot int, proc *evalProc) Outcome {
+// A report line is handed to the task's Reporter and answered on the
+// process's stdin; once an answer said stop, the design is stopped
+// whatever the process says next, and the process has the stop grace to
+// end the design with a result line.
+func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome {
+	var st stopState
 	for {
 		select {
 		case l, ok := <-proc.lines:
 			if !ok {
-				return p.died(slot, proc, "it exited")
+				if st.stopped {
+					return st.outcome(proc.end())
+				}
+				return p.died(t.Slot, proc, "it exited")
+			}
+			if rep, isReport, err := reportLine(l.text); isReport {
+				if err := p.answer(ctx, t, proc, rep, err, &st); err != nil {
+					return p.unanswered(ctx, t.Slot, proc, &st)
+				}
+				continue
 			}
 			if out, ok := resultLine(l); ok {
+				if st.stopped {
+					return st.outcome(nil, "")
+				}
 				return out
 			}
+		case <-st.grace:
+			p.drop(t.Slot, proc)
+			return st.outcome(proc.end())
 		case <-ctx.Done():
-			p.drop(slot, proc)
+			p.drop(t.Slot, proc)
 			o := Failed(ctx, ctx.Err())
 			o.Error = appendTail(o.Error, proc.stderr.String())
 			o.Exit, o.Signal = proc.end()
 			return o
 		}
 	}
+}
+
+// stopState is what a persistent evaluation knows of its stop.
+type stopState struct {
+	stopped bool
+	last    Progress
+	reason  string
+	grace   <-chan time.Time // fires when the stopped evaluator's grace is over
+}
+
+// outcome is the stopped design's outcome, with how its process ended
+// when it did.
+func (st *stopState) outcome(exit *int, sig string) Outcome {
+	o := Stopped(st.last, st.reason)
+	o.Exit, o.Signal = exit, sig
+	return o
+}
+
+// answer hands a report line to the Reporter and writes its answer; a
+// line that is not a valid report is answered "continue", so that the
+// evaluator never waits for an answer that does not come.
+func (p *Persistent) answer(ctx context.Context, t Task, proc *evalProc, rep Progress, bad error, st *stopState) error {
+	stop, reason := false, ""
+	switch {
+	case st.stopped:
+		stop, reason = true, st.reason
+	case bad != nil:
+		if r, ok := t.Reports.(*reporter); ok {
+			r.warnOnce(bad)
+		}
+	default:
+		stop, reason = t.Report(ctx, rep)
+		if stop {
+			st.stopped, st.last, st.reason = true, rep, reason
+			st.grace = time.After(graceOf(p.StopGrace))
+		}
+	}
+	return p.send(ctx, t.Slot, proc, stopAnswer(stop, reason))
+}
+
+// unanswered ends an evaluation whose evaluator stopped reading its
+// stdin while it waited for an answer.
+func (p *Persistent) unanswered(ctx context.Context, slot int, proc *evalProc, st *stopState) Outcome {
+	if st.stopped {
+		p.drop(slot, proc)
+		return st.outcome(proc.end())
+	}
+	if ctx.Err() != nil {
+		o := Failed(ctx, ctx.Err())
+		o.Error = appendTail(o.Error+" (the evaluator did not read its answer to a report)", proc.stderr.String())
+		o.Exit, o.Signal = proc.end()
+		return o
+	}
+	return p.died(slot, proc, "its stdin is closed")
 }
 
 // discard drops the lines already waiting.

@@ -112,7 +112,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 	}
 	w.busy.Add(1)
 	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
-	res, handBack := w.evaluate(s, d, attempt, start)
+	res, handBack := w.evaluate(s, msg, d, attempt, start)
 	w.busy.Add(-1)
 	s.lastStop = res.Stop
 	if w.evalCtx.Err() != nil {
@@ -231,8 +231,8 @@ func (w *Worker) reject(s *slotState, msg design, d *schema.Design, err error, a
 
 // evaluate runs the evaluator and builds the result. A panicking evaluator
 // becomes an error result.
-func (w *Worker) evaluate(s *slotState, d *schema.Design, attempt int, start time.Time) (*schema.Result, bool) {
-	out := w.runEvaluator(d, s.index, attempt)
+func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time) (*schema.Result, bool) {
+	out := w.runEvaluator(d, s.index, attempt, w.newReporter(s, msg, d, attempt))
 	return w.result(s, d, attempt, start, out), out.HandBack
 }
 
@@ -250,7 +250,7 @@ func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.
 	}
 }
 
-func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int) (out Outcome) {
+func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int, reports Reporter) (out Outcome) {
 	ctx, cancel := w.evalContext()
 	defer cancel()
 	defer func() {
@@ -259,7 +259,7 @@ func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int) (out Outcome)
 				Error: fmt.Sprintf("evaluator panicked: %v\n%s", p, debug.Stack())}
 		}
 	}()
-	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt, GPU: w.gpu(slot)})
+	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt, GPU: w.gpu(slot), Reports: reports})
 	if out.HandBack {
 		return out
 	}

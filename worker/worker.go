@@ -172,7 +172,10 @@ type Worker struct {
 
 	ackWait   time.Duration
 	evalTimes durations
-	space     *space.Space // the run's search space, when the run publishes it
+	space     *space.Space      // the run's search space, when the run publishes it
+	rule      *schema.EarlyStop // the run's early-stopping rule; nil: none
+	askMu     sync.Mutex
+	askWarned time.Time // the last warning that stop questions go unanswered
 	busy      atomic.Int64
 	done      atomic.Int64
 	started   time.Time
@@ -241,7 +244,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.log.WithError(err).Warn("reading the run's search space failed; retrying")
 		}}
 	err = broker.Retry(ctx, b, func() (err error) {
-		w.space, err = w.runSpace(ctx)
+		w.space, w.rule, err = w.runSpace(ctx)
 		return err
 	})
 	if err != nil {
@@ -340,28 +343,30 @@ func (w *Worker) notFailed(ctx context.Context) error {
 }
 
 // runSpace reads the run's search space from its run state, so that the
-// worker can refuse genomes outside it. A run without one is not checked.
-func (w *Worker) runSpace(ctx context.Context) (*space.Space, error) {
+// worker can refuse genomes outside it, and its early-stopping rule, so
+// that the slots know at which reports to ask the controller. A run
+// without a space is not checked; one without a rule never stops early.
+func (w *Worker) runSpace(ctx context.Context) (*space.Space, *schema.EarlyStop, error) {
 	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+		return nil, nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
 	}
 	e, err := kv.Get(ctx, w.cfg.Run)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
+		return nil, nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
 	}
 	r, err := schema.DecodeRun(e.Value())
 	if err != nil || len(r.SpaceYAML) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	sp, err := space.Parse(r.SpaceYAML)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
+		return nil, nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
 	}
-	return sp, nil
+	return sp, r.EarlyStop, nil
 }
 
 func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time.Millisecond) }

@@ -19,7 +19,8 @@ var controllerFlag = map[string]string{
 	"ExpectSlots": "--expect-slots", "WaitSlots": "--wait-slots", "AckWait": "--ack-wait",
 	"MaxDeliver": "--max-deliver", "Replicas": "--replicas", "Seeds": "--from-run", "SeedsFrom": "--from-run",
 	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast", "ErrorRetries": "--error-retries",
-	"QuarantineAfter": "--quarantine-after",
+	"QuarantineAfter": "--quarantine-after", "EarlyStop": "--early-stop", "EarlyStop.Rule": "--early-stop",
+	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta",
 }
 
 // workerFlag is the flag of each worker.Config field.

@@ -15,6 +15,7 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
@@ -183,6 +184,9 @@ type searchFlags struct {
 	errorRetries, quarantineAfter   int
 	failFast                        int
 	seed                            uint64
+	earlyStop                       string
+	minStep, maxStep                int64
+	eta                             int
 	ackWait, progress, idleAlarm    time.Duration
 }
 
@@ -204,6 +208,37 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
 	fs.IntVar(&s.failFast, "fail-fast", controller.FailFastDefault, "stop the run, exit 3, when its first N evaluations all end in error or timeout (default: 10, or --expect-slots or --wait-slots if larger; 0: off)")
 	fs.DurationVar(&s.idleAlarm, "idle-alarm", controller.IdleAlarmDefault, "warn, with a diagnosis, when slots idle this long while designs remain (0: off)")
+	fs.StringVar(&s.earlyStop, "early-stop", controller.RuleNone, "stop designs whose reports fall behind at a rung: none, median (below the median of the running means there) or asha (outside the top 1/eta there); fixed for the run")
+	fs.Int64Var(&s.minStep, "min-step", controller.MinStepDefault, "with --early-stop: the first rung, in the evaluator's report steps; the rungs are min-step times powers of --eta")
+	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
+	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
+}
+
+// earlyStopRule is the rule the flags give, or nil when --early-stop is not
+// given (the record's rule, or none). Its parameters alone are refused:
+// they mean nothing without a rule, and a restart compares the rule whole.
+func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error) {
+	if !isSet(fs, "early-stop") {
+		for _, name := range []string{"min-step", "max-step", "eta"} {
+			if isSet(fs, name) {
+				return nil, usageErr("--%s needs --early-stop median or asha", name)
+			}
+		}
+		return nil, nil
+	}
+	switch s.earlyStop {
+	case controller.RuleNone, schema.RuleMedian, schema.RuleASHA:
+	default:
+		return nil, usageErr("--early-stop %q: want none, median or asha", s.earlyStop)
+	}
+	if s.earlyStop == controller.RuleNone {
+		for _, name := range []string{"min-step", "max-step", "eta"} {
+			if isSet(fs, name) {
+				return nil, usageErr("--%s needs --early-stop median or asha, not none", name)
+			}
+		}
+	}
+	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta}, nil
 }
 
 // config builds the controller config from the flags given explicitly: a
@@ -263,6 +298,11 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	if given("quarantine-after") {
 		cfg.QuarantineAfter = new(s.quarantineAfter)
 	}
+	es, err := s.earlyStopRule(fs)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.EarlyStop = es
 	// What can be checked before the run's record is read, before any
 	// store is opened.
 	return cfg, configErr(cfg.ValidateGiven())
@@ -309,7 +349,9 @@ type workerFlags struct {
 	slots, slotsPerGPU     int
 	gpus                   string
 	simMean, simFail       float64
-	evalTimeout            time.Duration
+	simCurve               bool
+	simSteps               int
+	evalTimeout, stopGrace time.Duration
 	slotsSet               bool     // --slots given explicitly
 	gpuIDs                 []string // resolved by resolveGPUs
 	persistent             bool
@@ -329,6 +371,9 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
 	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
 	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
+	fs.BoolVar(&w.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
+	fs.IntVar(&w.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
+	fs.DurationVar(&w.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
 	fs.DurationVar(&w.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
 	fs.DurationVar(&w.walltime, "walltime", 0, "time this worker may run (0: from SLURM_JOB_END_TIME or PBS_WALLTIME, else unlimited)")
 	fs.DurationVar(&w.minEval, "min-eval-time", 0, "typical evaluation time before any is measured, for the walltime check")
@@ -383,6 +428,12 @@ func (w *workerFlags) validate(fs *flag.FlagSet) error {
 	if w.evalTimeout < 0 {
 		return usageErr("--eval-timeout %s: must be >= 0", w.evalTimeout)
 	}
+	if w.simSteps < 1 {
+		return usageErr("--sim-steps %d: need at least 1", w.simSteps)
+	}
+	if w.stopGrace <= 0 {
+		return usageErr("--stop-grace %s: must be > 0", w.stopGrace)
+	}
 	_, err := w.build()
 	return err
 }
@@ -393,16 +444,17 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 		return nil, usageErr("--persistent needs --eval-cmd")
 	}
 	if w.evalCmd != "" && w.persistent {
-		return &worker.Persistent{Cmd: w.evalCmd, LogDir: w.evalLogs}, nil
+		return &worker.Persistent{Cmd: w.evalCmd, LogDir: w.evalLogs, StopGrace: w.stopGrace}, nil
 	}
 	if w.evalCmd != "" {
-		return worker.Command{Cmd: w.evalCmd, LogDir: w.evalLogs}, nil
+		return worker.Command{Cmd: w.evalCmd, LogDir: w.evalLogs, StopGrace: w.stopGrace}, nil
 	}
 	switch w.evaluator {
 	case "mlp":
 		return evaluators.MLP{}, nil
 	case "sim":
-		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail}, nil
+		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail,
+			Curve: w.simCurve, Steps: w.simSteps}, nil
 	case "noop":
 		return evaluators.Noop{}, nil
 	}
@@ -413,9 +465,13 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 func (w *workerFlags) args() []string {
 	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean),
 		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
+	if w.simCurve {
+		a = append(a, "--sim-curve", "--sim-steps", strconv.Itoa(w.simSteps))
+	}
 	if w.evalCmd != "" {
 		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
 	}
+	a = append(a, "--stop-grace", w.stopGrace.String())
 	if w.persistent {
 		a = append(a, "--persistent")
 	}

@@ -21,10 +21,11 @@ var flagGroups = []struct {
 	flags   []string
 }{
 	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
+	{"Early stopping", []string{"early-stop", "min-step", "max-step", "eta", "stop-grace"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver", "error-retries", "quarantine-after"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
 		"min-eval-time", "drain-timeout", "wait-for-run"}},
-	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-fail"}},
+	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-fail", "sim-curve", "sim-steps"}},
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
 		"cluster-name", "server-name", "cluster-listen", "routes"}},
 	{"Security", []string{"insecure", "auth", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},

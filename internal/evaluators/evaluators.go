@@ -41,9 +41,21 @@ func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
 // once. Fitness is a deterministic function of the genome, so the search
 // has something to find. Times and failures are drawn from the design ID
 // and attempt, so a run is reproducible.
+//
+// With Curve on, Sim also learns as it goes, so that early stopping has
+// something to decide: the same time is spent in Steps equal steps, each
+// followed by a report of the fitness SimCurve gives for that step, and
+// the evaluation ends stopped when the report's answer says so.
 type Sim struct {
 	Mean time.Duration
 	Fail float64
+	// Curve makes Sim report a learning curve; off, it reports nothing and
+	// returns GenomeScore at the end. Defaults to off.
+	Curve bool
+	// Steps is the number of steps, and reports, of a full training when
+	// Curve is on; a negative count fails every design. Defaults to
+	// SimStepsDefault.
+	Steps int
 }
 
 // SimSigma is the sigma of the lognormal evaluation time of Sim.
@@ -57,6 +69,9 @@ func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
 	d, infeasible := s.Draw(t)
 	if infeasible {
 		return worker.Infeasible("simulated infeasible design")
+	}
+	if s.Curve {
+		return s.evaluateCurve(ctx, t, d)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()

@@ -1,0 +1,314 @@
+package controller
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// MedianMinSamples is how many other designs the median rule needs at a
+// rung before it stops one there: below it, the median of a handful is
+// noise, and the first designs of a run would be judged by each other
+// alone.
+const MedianMinSamples = 3
+
+// Rungs is the early-stopping rule's state, a pure fold over the run's
+// reports stream in stream order, as Fold is over its results: a restart
+// and `evoq replay` read the same reports and reach the same statistics
+// and the same decisions. Nothing in it depends on when a report arrived,
+// on the results stream, or on what a worker did with a decision (a
+// worker that got no answer goes on; its later reports say so).
+//
+// A design decides at a rung once: at its first report at or past the
+// rung (schema.EarlyStop.RungAt), whichever attempt made it. Its value
+// there is recorded in the rung's statistics, and the decision is taken
+// against the values recorded at that rung before it:
+//
+//   - asha: the design goes on when its value is in the top 1/eta of the
+//     rung's values, its own included (rank <= ceil(n/eta), ties in its
+//     favour), so the first design at a rung always goes on.
+//   - median: the value recorded is the design's running mean (the mean
+//     of its reports so far); it stops when its best report so far is
+//     below the median of the running means the other designs recorded
+//     there, once there are at least MedianMinSamples of them.
+//
+// A later attempt of the design (a redelivery, a retry) that reaches a
+// rung the design decided at gets the decision again, taken against the
+// statistics as they are then, from the value recorded the first time;
+// nothing is recorded twice.
+type Rungs struct {
+	rule    *schema.EarlyStop
+	run     string
+	stats   map[int64]*rungStat
+	designs map[uint64]*curve
+	digest  hash.Hash64
+	n       int // reports folded
+	stopped int // decisions to stop
+}
+
+// rungStat is what one rung has seen.
+type rungStat struct {
+	values  bag
+	stopped int
+}
+
+// curve is what the rule keeps of one design's reports.
+type curve struct {
+	attempt  string // which attempt is reporting (retry/attempt)
+	lastStep int64
+	sum      float64
+	n        int
+	best     float64
+	decided  map[int64]float64 // rung -> the value recorded there
+	lastRung int64             // the attempt's last rung decided at
+}
+
+// RungDecision is the rule's verdict on one report.
+type RungDecision struct {
+	// Rung is the rung the report decided at; 0 when at none.
+	Rung int64
+	Stop bool
+	// Reason says why, for logs and the stopped result.
+	Reason string
+}
+
+// NewRungs returns the empty state of rule for run; a nil rule decides
+// nothing.
+func NewRungs(run string, rule *schema.EarlyStop) *Rungs {
+	return &Rungs{rule: rule, run: run, stats: map[int64]*rungStat{}, designs: map[uint64]*curve{}, digest: fnv.New64a()}
+}
+
+// Apply folds in the next report in stream order and returns its
+// decision. A report of another run, or one that does not validate, is
+// ignored (ok false), as is one whose step does not increase on its
+// attempt's last.
+func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
+	if g.rule == nil || r == nil || r.Run != g.run || r.Validate() != nil {
+		return d, false
+	}
+	c := g.curveOf(r)
+	if r.Step <= c.lastStep {
+		return d, false
+	}
+	g.n++
+	c.lastStep = r.Step
+	c.sum += r.Fitness
+	c.n++
+	c.best = max(c.best, r.Fitness)
+	rung, at := g.rule.RungAt(r.Step, c.lastRung)
+	if !at {
+		return d, true
+	}
+	c.lastRung = rung
+	d = g.decide(c, rung, r.Fitness)
+	g.note(r, d)
+	return d, true
+}
+
+// curveOf is the design's curve, started afresh (but for the rungs it
+// decided at) when another attempt reports.
+func (g *Rungs) curveOf(r *schema.Report) *curve {
+	key := strconv.Itoa(r.Retry) + "/" + strconv.Itoa(r.Attempt)
+	c := g.designs[r.Seq]
+	if c == nil {
+		c = &curve{decided: map[int64]float64{}}
+		g.designs[r.Seq] = c
+	}
+	if c.attempt != key {
+		c.attempt, c.lastStep, c.sum, c.n, c.best, c.lastRung = key, -1, 0, 0, math.Inf(-1), 0
+	}
+	return c
+}
+
+// decide takes the decision at rung for a design whose report there has
+// fitness value.
+func (g *Rungs) decide(c *curve, rung int64, value float64) RungDecision {
+	st := g.stats[rung]
+	if st == nil {
+		st = &rungStat{}
+		g.stats[rung] = st
+	}
+	recorded, again := c.decided[rung]
+	if g.rule.Rule == schema.RuleMedian {
+		return g.median(st, c, rung, again)
+	}
+	if !again {
+		recorded = value
+		c.decided[rung] = value
+		st.values.insert(value)
+	}
+	n := st.values.len()
+	rank := st.values.greater(recorded) + 1
+	keep := (n + g.rule.Eta - 1) / g.rule.Eta
+	d := RungDecision{Rung: rung, Stop: rank > keep}
+	d.Reason = fmt.Sprintf("asha at rung %d: %.6g ranks %d of %d, the top 1/%d go on (%d)", rung, recorded, rank, n, g.rule.Eta, keep)
+	if d.Stop && !again {
+		st.stopped++
+	}
+	return d
+}
+
+// median is the median stopping rule's decision at rung.
+func (g *Rungs) median(st *rungStat, c *curve, rung int64, again bool) RungDecision {
+	mean := c.sum / float64(c.n)
+	others := st.values.len()
+	if again {
+		others-- // its own mean is among the values
+	}
+	d := RungDecision{Rung: rung}
+	if others >= MedianMinSamples {
+		med := st.values.median()
+		d.Stop = c.best < med
+		d.Reason = fmt.Sprintf("median at rung %d: best %.6g against the median %.6g of %d running means", rung, c.best, med, st.values.len())
+	} else {
+		d.Reason = fmt.Sprintf("median at rung %d: %d other designs there, %d needed to judge", rung, others, MedianMinSamples)
+	}
+	if !again {
+		c.decided[rung] = mean
+		st.values.insert(mean)
+		if d.Stop {
+			st.stopped++
+		}
+	}
+	return d
+}
+
+// note adds a decision to the digest.
+func (g *Rungs) note(r *schema.Report, d RungDecision) {
+	var b [8 * 4]byte
+	binary.LittleEndian.PutUint64(b[0:], r.Seq)
+	binary.LittleEndian.PutUint64(b[8:], uint64(d.Rung))
+	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(r.Fitness))
+	if d.Stop {
+		b[24] = 1
+		g.stopped++
+	}
+	g.digest.Write(b[:])
+}
+
+// Digest identifies the decisions taken so far and the values they were
+// taken on, in order: a restart or a replay that folds the same reports
+// reaches the same digest.
+func (g *Rungs) Digest() string { return fmt.Sprintf("%016x", g.digest.Sum64()) }
+
+// Reports is the number of reports folded.
+func (g *Rungs) Reports() int { return g.n }
+
+// Stops is the number of decisions to stop.
+func (g *Rungs) Stops() int { return g.stopped }
+
+// RungStats are the figures of one rung.
+type RungStats struct {
+	Step int64 `json:"step"`
+	// Reports is the number of designs that decided there, and Stopped
+	// how many of them the rule stopped.
+	Reports int `json:"reports"`
+	Stopped int `json:"stopped"`
+	// Median and Best are of the values recorded there (the reported
+	// fitness for asha, running means for median).
+	Median float64 `json:"median"`
+	Best   float64 `json:"best"`
+}
+
+// Stats lists every rung that has seen a design, lowest first.
+func (g *Rungs) Stats() []RungStats {
+	out := make([]RungStats, 0, len(g.stats))
+	for step, st := range g.stats {
+		rs := RungStats{Step: step, Reports: st.values.len(), Stopped: st.stopped}
+		if rs.Reports > 0 {
+			rs.Median, rs.Best = st.values.median(), st.values.max()
+		}
+		out = append(out, rs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
+	return out
+}
+
+// Rule is the rule the state decides by; nil for none.
+func (g *Rungs) Rule() *schema.EarlyStop { return g.rule }
+
+// bag is a multiset of values kept sorted in chunks, so that inserting,
+// ranking and the median take time in proportion to the number of chunks
+// and a chunk's length, not to the values: a rung of a long run sees a
+// value per design.
+type bag struct {
+	chunks [][]float64
+	n      int
+}
+
+const bagChunk = 512
+
+func (b *bag) len() int { return b.n }
+
+// insert adds v.
+func (b *bag) insert(v float64) {
+	b.n++
+	if len(b.chunks) == 0 {
+		b.chunks = [][]float64{{v}}
+		return
+	}
+	i := sort.Search(len(b.chunks), func(i int) bool { c := b.chunks[i]; return c[len(c)-1] >= v })
+	if i == len(b.chunks) {
+		i--
+	}
+	c := b.chunks[i]
+	j := sort.SearchFloat64s(c, v)
+	c = append(c, 0)
+	copy(c[j+1:], c[j:])
+	c[j] = v
+	if len(c) <= 2*bagChunk {
+		b.chunks[i] = c
+		return
+	}
+	lo, hi := append([]float64(nil), c[:bagChunk]...), append([]float64(nil), c[bagChunk:]...)
+	b.chunks = append(b.chunks[:i+1], b.chunks[i:]...)
+	b.chunks[i], b.chunks[i+1] = lo, hi
+}
+
+// greater is the number of values above v.
+func (b *bag) greater(v float64) int {
+	n := 0
+	for i := len(b.chunks) - 1; i >= 0; i-- {
+		c := b.chunks[i]
+		if c[0] > v {
+			n += len(c)
+			continue
+		}
+		return n + len(c) - sort.Search(len(c), func(k int) bool { return c[k] > v })
+	}
+	return n
+}
+
+// kth is the k-th smallest value, from 0.
+func (b *bag) kth(k int) float64 {
+	for _, c := range b.chunks {
+		if k < len(c) {
+			return c[k]
+		}
+		k -= len(c)
+	}
+	return math.NaN()
+}
+
+// median is the median of the values (the mean of the middle two for an
+// even count); NaN for none.
+func (b *bag) median() float64 {
+	if b.n == 0 {
+		return math.NaN()
+	}
+	if b.n%2 == 1 {
+		return b.kth(b.n / 2)
+	}
+	return (b.kth(b.n/2-1) + b.kth(b.n/2)) / 2
+}
+
+func (b *bag) max() float64 {
+	c := b.chunks[len(b.chunks)-1]
+	return c[len(c)-1]
+}

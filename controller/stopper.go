@@ -1,0 +1,233 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// keptDecisions bounds the rung decisions the stopper keeps for questions
+// still to come. A worker asks as soon as its report is stored, so an
+// answer is wanted within moments of its report being read; a question
+// about a report whose decision was dropped is answered "go on".
+const keptDecisions = 1 << 16
+
+// stopper runs the run's early-stopping rule: it folds the run's reports
+// stream, in stream order, into Rungs, and answers the workers' questions
+// (schema.Ask) with the decision the rule took at the report asked about.
+// Its decisions are the fold's alone: a question only picks which one to
+// send, so a restart and `evoq replay` decide as the run did.
+//
+// It runs beside the controller's loop, not in it: a question waits for
+// the fold to reach its report, never for results to be folded or designs
+// published.
+type stopper struct {
+	js       jetstream.JetStream
+	run      string
+	log      logrus.FieldLogger
+	reported func()
+
+	mu        sync.Mutex
+	rungs     *Rungs
+	folded    uint64 // stream sequence of the last report folded
+	decisions map[uint64]schema.Decision
+	order     []uint64 // keys of decisions, oldest first
+	waiting   map[uint64][]waitingAsk
+	replayTo  uint64 // reports stored when the stopper began; logged once folded
+	began     time.Time
+	badWarned time.Time
+
+	stopConsume func()
+	sub         *nats.Subscription
+}
+
+// waitingAsk is a question about a report not folded yet.
+type waitingAsk struct {
+	msg   *nats.Msg
+	since time.Time
+}
+
+func newStopper(js jetstream.JetStream, run string, rule *schema.EarlyStop, log logrus.FieldLogger, reported func()) *stopper {
+	return &stopper{js: js, run: run, log: log, reported: reported, rungs: NewRungs(run, rule),
+		decisions: map[uint64]schema.Decision{}, waiting: map[uint64][]waitingAsk{}}
+}
+
+// start subscribes to the questions and reads the reports stream from its
+// first report; stop ends both.
+func (s *stopper) start(ctx context.Context) error {
+	n, err := broker.CountReports(ctx, s.js, s.run)
+	if err != nil {
+		return fmt.Errorf("count reports: %w", err)
+	}
+	s.replayTo, s.began = n, time.Now()
+	if s.sub, err = s.js.Conn().Subscribe(schema.AskSubject(s.run), s.onAsk); err != nil {
+		return fmt.Errorf("subscribe to stop questions: %w", err)
+	}
+	cons, err := s.js.OrderedConsumer(ctx, schema.ReportStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schema.ReportSubject(s.run)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		_ = s.sub.Unsubscribe()
+		return fmt.Errorf("consume reports: %w", err)
+	}
+	cc, err := cons.Consume(s.onReport, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if ctx.Err() == nil {
+			s.log.WithError(err).Warn("reading the reports stream: the consumer restarts from the last report read")
+		}
+	}))
+	if err != nil {
+		_ = s.sub.Unsubscribe()
+		return fmt.Errorf("consume reports: %w", err)
+	}
+	s.stopConsume = cc.Stop
+	return nil
+}
+
+func (s *stopper) stop() {
+	if s.sub != nil {
+		_ = s.sub.Unsubscribe()
+	}
+	if s.stopConsume != nil {
+		s.stopConsume()
+	}
+}
+
+// onReport folds one stored report and answers the questions that waited
+// for it.
+func (s *stopper) onReport(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	rep, derr := schema.DecodeReport(msg.Data())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := meta.Sequence.Stream
+	if seq <= s.folded {
+		return // the ordered consumer restarted and reads it again
+	}
+	s.folded = seq
+	if derr != nil {
+		s.warnBad(seq, derr)
+	} else if d, ok := s.rungs.Apply(rep); ok && d.Rung > 0 {
+		s.keep(seq, schema.Decision{Run: s.run, DesignID: rep.DesignID, Step: rep.Step, Rung: d.Rung, Stop: d.Stop, Reason: d.Reason})
+	}
+	if s.reported != nil && derr == nil {
+		s.reported()
+	}
+	for _, a := range s.waiting[seq] {
+		s.answer(a.msg, seq)
+	}
+	delete(s.waiting, seq)
+	if s.replayTo > 0 && s.rungs.Reports() > 0 && meta.NumPending == 0 {
+		s.log.WithFields(logrus.Fields{"reports": s.rungs.Reports(), "stops": s.rungs.Stops(),
+			"rungs_digest": s.rungs.Digest(), "replay_s": time.Since(s.began).Round(time.Millisecond).Seconds()}).
+			Info("rebuilt the early-stopping rule's statistics from the reports stream")
+		s.replayTo = 0
+	}
+}
+
+// keep remembers the decision at seq for its question, dropping the
+// oldest beyond keptDecisions.
+func (s *stopper) keep(seq uint64, d schema.Decision) {
+	s.decisions[seq] = d
+	s.order = append(s.order, seq)
+	if len(s.order) > keptDecisions {
+		delete(s.decisions, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+func (s *stopper) warnBad(seq uint64, err error) {
+	if time.Since(s.badWarned) < time.Minute {
+		return
+	}
+	s.badWarned = time.Now()
+	s.log.WithError(err).WithField("stream_seq", seq).Warn("ignoring a report that does not decode (further ones are counted in silence for a minute)")
+}
+
+// onAsk answers a question at once when its report is folded, or keeps
+// it until it is.
+func (s *stopper) onAsk(msg *nats.Msg) {
+	if !answerable(msg.Reply, s.run) {
+		return // nowhere an answer may go
+	}
+	a, err := schema.DecodeAsk(msg.Data)
+	if err != nil || a.Run != s.run {
+		return // the worker's wait runs out, and its design goes on
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.StreamSeq <= s.folded {
+		s.answer(msg, a.StreamSeq)
+		return
+	}
+	s.waiting[a.StreamSeq] = append(s.waiting[a.StreamSeq], waitingAsk{msg: msg, since: time.Now()})
+}
+
+// answerable reports whether an answer may go to reply: the inbox of a
+// worker credential of run (broker.InboxPrefix), or a plain inbox of a
+// client without auth. An answer never goes where a question's sender
+// names, or a worker could make the controller publish into another
+// subject, or into another run's inboxes.
+func answerable(reply, run string) bool {
+	if strings.HasPrefix(reply, broker.InboxPrefix(broker.RoleWorker, run)+".") {
+		return true
+	}
+	return strings.HasPrefix(reply, "_INBOX.") && !strings.HasPrefix(reply, "_INBOX.evoq-")
+}
+
+// answer sends the decision taken at the report at seq; a report the rule
+// did not decide at (or whose decision is dropped) goes on.
+func (s *stopper) answer(msg *nats.Msg, seq uint64) {
+	d, ok := s.decisions[seq]
+	if !ok {
+		a, _ := schema.DecodeAsk(msg.Data)
+		d = schema.Decision{Run: s.run, DesignID: a.DesignID, Step: a.Step, Reason: "no rung decision at this report"}
+	} else {
+		delete(s.decisions, seq)
+	}
+	if b, err := schema.EncodeDecision(&d); err == nil {
+		_ = msg.Respond(b)
+	}
+}
+
+// prune drops questions whose askers have stopped waiting (worker.AskWait
+// is 5 s): a question about a report that never comes, such as one that
+// names a sequence past the stream's end, must not be kept for ever.
+func (s *stopper) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for seq, as := range s.waiting {
+		if now.Sub(as[0].since) > 30*time.Second {
+			delete(s.waiting, seq)
+		}
+	}
+}
+
+// EarlyStopSummary is what the run's early-stopping rule did.
+type EarlyStopSummary struct {
+	Rule    string      `json:"rule"`
+	Reports int         `json:"reports"`
+	Stops   int         `json:"stops"`
+	Digest  string      `json:"rungs_digest"`
+	Rungs   []RungStats `json:"rungs"`
+}
+
+// Summarize is the rule's summary from rungs.
+func Summarize(g *Rungs) *EarlyStopSummary {
+	return &EarlyStopSummary{Rule: EarlyStopText(g.Rule()), Reports: g.Reports(), Stops: g.Stops(), Digest: g.Digest(), Rungs: g.Stats()}
+}
+
+func (s *stopper) summary() *EarlyStopSummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Summarize(s.rungs)
+}

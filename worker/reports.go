@@ -1,0 +1,294 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// AskWait bounds the wait for the controller's answer at a rung. Past it,
+// or at once when no controller listens (a restart), the design goes on:
+// an evaluation is never held for a decision, and its later reports tell
+// the rule, when it is back, that it went on.
+const AskWait = 5 * time.Second
+
+// ReportStoreWait bounds the retries of storing one report: a report that
+// cannot be stored (the broker is away) is given up, with a warning, and
+// the evaluation goes on; its result is what must not be lost.
+const ReportStoreWait = 10 * time.Second
+
+// StopGraceDefault is how long a stopped evaluator has to end its design
+// by itself (one-shot: after SIGTERM; persistent: after the stop answer)
+// before its process group is killed.
+const StopGraceDefault = 10 * time.Second
+
+// reporter takes one evaluation's reports for its slot: it stores each on
+// the reports stream, renews the design's ack deadline, and at a rung of
+// the run's rule asks the controller whether the design goes on.
+type reporter struct {
+	w       *Worker
+	log     logrus.FieldLogger
+	d       *schema.Design
+	attempt int
+	slot    int
+	msg     design
+
+	mu       sync.Mutex
+	lastStep int64
+	lastRung int64
+	warned   bool
+	renewed  time.Time
+}
+
+func (w *Worker) newReporter(s *slotState, msg design, d *schema.Design, attempt int) *reporter {
+	return &reporter{w: w, log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}),
+		d: d, attempt: attempt, slot: s.index, msg: msg, lastStep: -1}
+}
+
+// Report implements Reporter.
+func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.check(p); err != nil {
+		r.warnOnce(err)
+		return false, ""
+	}
+	r.lastStep = p.Step
+	rep := &schema.Report{Run: r.d.Run, DesignID: r.d.ID, Seq: r.d.Seq, Retry: r.d.Retry, Attempt: r.attempt,
+		Step: p.Step, Fitness: p.Fitness, Metrics: p.Metrics, Worker: r.w.cfg.ID, Slot: r.slot, Time: time.Now()}
+	data, err := schema.EncodeReport(rep)
+	if err != nil {
+		r.warnOnce(fmt.Errorf("report at step %d cannot be encoded: %w", p.Step, err))
+		return false, ""
+	}
+	seq, err := r.store(ctx, rep, data)
+	if err != nil {
+		r.log.WithError(err).WithField("step", p.Step).Warn("storing a report failed; the evaluation goes on without it")
+		return false, ""
+	}
+	r.renew()
+	rung, at := r.w.rule.RungAt(p.Step, r.lastRung)
+	if !at {
+		return false, ""
+	}
+	r.lastRung = rung
+	return r.ask(ctx, rep, seq)
+}
+
+// check refuses a report whose step does not increase or whose fitness
+// is not a number the rules can rank.
+func (r *reporter) check(p Progress) error {
+	switch {
+	case p.Step < 0:
+		return fmt.Errorf("report step %d is negative", p.Step)
+	case p.Step <= r.lastStep:
+		return fmt.Errorf("report step %d does not increase on the last one, %d", p.Step, r.lastStep)
+	case math.IsNaN(p.Fitness) || math.IsInf(p.Fitness, 0):
+		return fmt.Errorf("report at step %d has fitness %v, not a finite number", p.Step, p.Fitness)
+	}
+	return nil
+}
+
+// warnOnce logs the first bad report of an evaluation: the evaluation goes
+// on, its bad reports are left out, and one line says why.
+func (r *reporter) warnOnce(err error) {
+	if r.warned {
+		return
+	}
+	r.warned = true
+	r.log.WithError(err).Warn("ignoring a bad report from the evaluator (further ones of this evaluation are ignored silently)")
+}
+
+// store publishes the report and waits for the broker's confirmation; its
+// stream sequence is what the controller's answer is keyed to.
+func (r *reporter) store(ctx context.Context, rep *schema.Report, data []byte) (uint64, error) {
+	var seq uint64
+	b := broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Limit: ReportStoreWait}
+	err := broker.Retry(ctx, b, func() error {
+		ack, err := r.w.js.Publish(ctx, schema.ReportSubject(rep.Run), data, jetstream.WithMsgID(rep.MsgID()))
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
+	return seq, err
+}
+
+// renew resets the design's ack deadline, at most every quarter second:
+// a report says the evaluation lives as well as a heartbeat does.
+func (r *reporter) renew() {
+	if time.Since(r.renewed) < 250*time.Millisecond {
+		return
+	}
+	r.renewed = time.Now()
+	_ = r.msg.InProgress()
+}
+
+// ask asks the controller whether the design goes on past its report at
+// stream sequence seq.
+func (r *reporter) ask(ctx context.Context, rep *schema.Report, seq uint64) (bool, string) {
+	body, err := schema.EncodeAsk(&schema.Ask{Run: rep.Run, DesignID: rep.DesignID, Step: rep.Step, StreamSeq: seq})
+	if err != nil {
+		return false, ""
+	}
+	actx, cancel := context.WithTimeout(ctx, AskWait)
+	defer cancel()
+	began := time.Now()
+	reply, err := r.w.js.Conn().RequestWithContext(actx, schema.AskSubject(rep.Run), body)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.w.noteAskFailed(r.log, err)
+		}
+		return false, ""
+	}
+	d, err := schema.DecodeDecision(reply.Data)
+	if err != nil || d.DesignID != rep.DesignID {
+		r.log.WithError(err).Warn("the controller's answer does not decode or names another design; the design goes on")
+		return false, ""
+	}
+	r.log.WithFields(logrus.Fields{"step": rep.Step, "rung": d.Rung, "stop": d.Stop,
+		"answer_ms": float64(time.Since(began).Microseconds()) / 1000}).Debug("rung decision")
+	return d.Stop, d.Reason
+}
+
+// noteAskFailed says, at most once a minute, that stop questions go
+// unanswered: the controller is away or restarting, and designs at rungs
+// go on meanwhile.
+func (w *Worker) noteAskFailed(log logrus.FieldLogger, err error) {
+	w.askMu.Lock()
+	defer w.askMu.Unlock()
+	if time.Since(w.askWarned) < time.Minute {
+		return
+	}
+	w.askWarned = time.Now()
+	why := "no answer within " + AskWait.String()
+	if errors.Is(err, nats.ErrNoResponders) {
+		why = "no controller is listening"
+	}
+	log.WithError(err).Warn("asking the controller whether a design at a rung goes on failed (" + why + "); designs at rungs go on until it answers")
+}
+
+// reportLead is how a report line begins, for a line that is not valid
+// JSON: it means to be a report, and is not taken for a result or output.
+var reportLead = regexp.MustCompile(`^\{\s*"report"\s*:`)
+
+// reportLine parses an evaluator's report line,
+// {"report": {"step": 3, "fitness": 0.71, "metrics": {...}}}. isReport is
+// false for any other line; err says what is wrong with a line that means
+// to be a report.
+func reportLine(line string) (p Progress, isReport bool, err error) {
+	t := strings.TrimSpace(line)
+	if !strings.HasPrefix(t, "{") || !strings.Contains(t, `"report"`) {
+		return p, false, nil
+	}
+	var e struct {
+		Report *struct {
+			Step    json.Number    `json:"step"`
+			Fitness *float64       `json:"fitness"`
+			Metrics map[string]any `json:"metrics"`
+		} `json:"report"`
+		Fitness, Infeasible, Error json.RawMessage
+	}
+	if jerr := json.Unmarshal([]byte(t), &e); jerr != nil {
+		if reportLead.MatchString(t) {
+			return p, true, fmt.Errorf("report line is not valid JSON (%v): %q", jerr, clip(t, 200))
+		}
+		return p, false, nil
+	}
+	if e.Report == nil || e.Fitness != nil || e.Infeasible != nil || e.Error != nil {
+		return p, false, nil
+	}
+	step, serr := e.Report.Step.Int64()
+	switch {
+	case serr != nil:
+		return p, true, fmt.Errorf(`report "step" %q is not an integer: %q`, e.Report.Step, clip(t, 200))
+	case e.Report.Fitness == nil:
+		return p, true, fmt.Errorf(`report has no "fitness": %q`, clip(t, 200))
+	}
+	return Progress{Step: step, Fitness: *e.Report.Fitness, Metrics: e.Report.Metrics}, true, nil
+}
+
+// stopAnswer is the line a persistent evaluator reads on its stdin after
+// each report line.
+func stopAnswer(stop bool, reason string) []byte {
+	b, _ := json.Marshal(struct {
+		Continue bool   `json:"continue"`
+		Reason   string `json:"reason,omitempty"`
+	}{!stop, reason})
+	return append(b, '\n')
+}
+
+// errStopped is the cause of an evaluation's end when the run's
+// early-stopping rule stopped it.
+var errStopped = errors.New("stopped by the run's early-stopping rule")
+
+// reportPump hands a one-shot evaluator's report lines, in the order it
+// printed them, to its task's Reporter, off the goroutine that copies its
+// stdout, and ends the evaluation (stop) at the first stop decision.
+type reportPump struct {
+	ctx   context.Context
+	t     Task
+	stop  func()
+	lines chan string
+	done  chan struct{}
+	once  sync.Once
+
+	// Written by the pump's goroutine, read after done.
+	stopped bool
+	last    Progress
+	reason  string
+}
+
+func newReportPump(ctx context.Context, t Task, stop func()) *reportPump {
+	p := &reportPump{ctx: ctx, t: t, stop: stop, lines: make(chan string, 64), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// line queues a report line. It blocks while 64 wait: an evaluator that
+// reports faster than its reports are stored waits for them.
+func (p *reportPump) line(l string) { p.lines <- l }
+
+func (p *reportPump) run() {
+	defer close(p.done)
+	var warned bool
+	for l := range p.lines {
+		if p.stopped {
+			continue // it is being stopped: what it says now is not asked about
+		}
+		prog, _, err := reportLine(l)
+		if err != nil {
+			if !warned && p.t.Reports != nil {
+				warned = true
+				if r, ok := p.t.Reports.(*reporter); ok {
+					r.warnOnce(err)
+				}
+			}
+			continue
+		}
+		if stop, reason := p.t.Report(p.ctx, prog); stop {
+			p.stopped, p.last, p.reason = true, prog, reason
+			p.stop()
+		}
+	}
+}
+
+// close waits for the reports queued to be handled and says whether one
+// stopped the evaluation, at which report and why.
+func (p *reportPump) close() (stopped bool, last Progress, reason string) {
+	p.once.Do(func() { close(p.lines) })
+	<-p.done
+	return p.stopped, p.last, p.reason
+}
