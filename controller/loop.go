@@ -467,7 +467,7 @@ func (c *Controller) progress(force bool) {
 		f["quarantined_slots"] = p.Quarantined
 	}
 	if c.stopper != nil {
-		f["stopped"] = c.fold.Count(schema.StatusStopped)
+		f["stopped"], f["rungs_digest"] = c.fold.Count(schema.StatusStopped), c.stopper.digest()
 	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)

@@ -231,3 +231,9 @@ func (s *stopper) summary() *EarlyStopSummary {
 	defer s.mu.Unlock()
 	return Summarize(s.rungs)
 }
+
+func (s *stopper) digest() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rungs.Digest()
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
@@ -73,7 +74,11 @@ type replayReport struct {
 	// when failed.
 	FailFast string          `json:"fail_fast"`
 	Failure  *schema.Failure `json:"failure,omitempty"`
-	fold     *controller.Fold
+	// EarlyStop is what the run's early-stopping rule decided, rebuilt
+	// from its reports stream (the whole stream: --until bounds results);
+	// nil for a run without a rule.
+	EarlyStop *controller.EarlyStopSummary `json:"early_stop,omitempty"`
+	fold      *controller.Fold
 	check    *controller.FailFast
 	recorded *schema.Failure // the run's recorded fail-fast verdict
 }
@@ -110,6 +115,9 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		rep.recorded = ri.Run.Failure
 	}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {
+		return err
+	}
+	if err := rep.rungs(ctx, r, ri); err != nil {
 		return err
 	}
 	rep.finish()
@@ -217,6 +225,26 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 	return nil
 }
 
+// rungs rebuilds the early-stopping rule's decisions from the run's
+// reports, in stream order, as its controller does.
+func (rep *replayReport) rungs(ctx context.Context, r *history.Reader, ri history.RunInfo) error {
+	if ri.Run == nil || ri.Run.EarlyStop == nil {
+		return nil
+	}
+	g := controller.NewRungs(ri.ID, ri.Run.EarlyStop)
+	err := broker.ReadReports(ctx, r.JS(), ri.ID, func(_ uint64, _ time.Time, rp *schema.Report, err error) error {
+		if err == nil {
+			g.Apply(rp)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read reports: %w", err)
+	}
+	rep.EarlyStop = controller.Summarize(g)
+	return nil
+}
+
 // finish fills in the figures from the fold and gives the verdict.
 func (rep *replayReport) finish() {
 	f := rep.fold
@@ -321,8 +349,12 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		upTo = fmt.Sprintf("up to stream sequence %d (%s)", rep.LastSeq, rep.LastTime.UTC().Format(time.RFC3339Nano))
 	}
 	fmt.Fprintf(w, "run %s (%s, budget %d): %d results read, %s\n", rep.Run, rep.Phase, rep.Budget, rep.Results, upTo)
-	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost); %d retried, %d duplicate and %d foreign results not counted\n",
-		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], rep.Retried, rep.Duplicates, len(rep.Foreign))
+	stopped := ""
+	if n := rep.Counts["stopped"]; n > 0 || rep.EarlyStop != nil {
+		stopped = fmt.Sprintf(", %d stopped", n)
+	}
+	fmt.Fprintf(w, "evaluations: %d (%d ok, %d infeasible, %d error, %d timeout, %d lost%s); %d retried, %d duplicate and %d foreign results not counted\n",
+		rep.Evaluations, rep.Counts["ok"], rep.Counts["infeasible"], rep.Counts["error"], rep.Counts["timeout"], rep.Counts["lost"], stopped, rep.Retried, rep.Duplicates, len(rep.Foreign))
 	if len(rep.Quarantined) > 0 {
 		fmt.Fprintf(w, "quarantined slots (worker/slot): %s\n", strings.Join(rep.Quarantined, " "))
 	}
@@ -334,6 +366,12 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 			f.StreamSeq, f.Attempts, f.Count, f.Error)
 	} else {
 		fmt.Fprintf(w, "fail-fast: %s\n", rep.FailFast)
+	}
+	if e := rep.EarlyStop; e != nil {
+		fmt.Fprintf(w, "early stopping: %s; %d reports, %d stops, rungs digest %s\n", e.Rule, e.Reports, e.Stops, e.Digest)
+		for _, g := range e.Rungs {
+			fmt.Fprintf(w, "  rung %-6d %6d designs, %6d stopped, median %.6g, best %.6g\n", g.Step, g.Reports, g.Stopped, g.Median, g.Best)
+		}
 	}
 	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
 	for _, m := range rep.Pool {

@@ -1,0 +1,251 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/evaluators"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/schema"
+)
+
+// python3 is the interpreter the Python evaluators of these tests run
+// with: any Python 3, since the evoq_eval helper is stdlib only.
+func python3(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 not found: the evaluator helper is tested with a real interpreter: %v", err)
+	}
+	return p
+}
+
+// storedReports reads every report of run from a stopped store.
+func storedReports(t *testing.T, dir, run string) []*schema.Report {
+	t.Helper()
+	var out []*schema.Report
+	err := broker.ReadReports(testutil.Context(t, 30*time.Second), openStore(t, dir).JS, run, func(_ uint64, _ time.Time, r *schema.Report, err error) error {
+		if err != nil {
+			t.Errorf("a stored report does not decode: %v", err)
+			return nil
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A one-shot and a persistent Python evaluator that report every step
+// through the evoq_eval helper are stopped by asha: the stopped designs end
+// with status stopped and the fitness of their last report, which is at a
+// rung; the others run all nine steps; every design has one counted
+// result; export shows the status and the fitness, and writes the reports.
+func TestEarlyStopEvaluators(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	eval := py + " " + filepath.Join("testdata", "curve", "evaluate.py")
+	for _, mode := range []struct {
+		name  string
+		extra []string
+	}{{"one-shot", nil}, {"persistent", []string{"--persistent"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			const run, budget = "es", 40
+			args := append([]string{"--run", run, "--config", filepath.Join("testdata", "curve", "space.yaml"), "--eval-cmd", eval,
+				"--slots", "2", "--budget", fmt.Sprint(budget), "--init", "20", "--pool", "5",
+				"--early-stop", "asha", "--max-step", "9", "--eta", "3", "--stop-grace", "5s"}, mode.extra...)
+			s, dir := runJSON(t, 3*time.Minute, args...)
+			if s.Evaluations != budget || s.Stopped == 0 || s.OK == 0 || s.OK+s.Stopped != budget {
+				t.Fatalf("summary: %d evaluations, %d ok, %d stopped; want %d, all ok or stopped, some of each", s.Evaluations, s.OK, s.Stopped, budget)
+			}
+			if s.EarlyStop == nil || s.EarlyStop.Stops != s.Stopped {
+				t.Errorf("summary's early_stop %+v, want %d stops", s.EarlyStop, s.Stopped)
+			}
+			exp := evoq(t, time.Minute, "export", "--dir", dir, "--run", run, "--format", "csv")
+			if exp.code != 0 {
+				t.Fatalf("export: exit %d\n%s", exp.code, exp.stderr)
+			}
+			_, rows := readCSVRows(t, exp.stdout)
+			stopped := 0
+			for _, row := range rows {
+				if row["status"] == "stopped" {
+					stopped++
+					if row["fitness"] == "" {
+						t.Errorf("export leaves a stopped design's fitness empty: %v", row)
+					}
+				}
+			}
+			if stopped != s.Stopped {
+				t.Errorf("export has %d stopped rows, the run %d", stopped, s.Stopped)
+			}
+			reps := evoq(t, time.Minute, "export", "--dir", dir, "--run", run, "--what", "reports", "--format", "csv")
+			_, reportRows := readCSVRows(t, reps.stdout)
+			if reps.code != 0 {
+				t.Fatalf("export --what reports: exit %d\n%s", reps.code, reps.stderr)
+			}
+			results := readResults(t, dir, run)
+			checkOneResultEach(t, results, budget)
+			stored := storedReports(t, dir, run)
+			if len(reportRows) != len(stored) {
+				t.Errorf("export --what reports wrote %d rows; %d reports are stored", len(reportRows), len(stored))
+			}
+			last := map[string]*schema.Report{}
+			steps := map[string]int{}
+			for _, r := range stored {
+				last[r.DesignID] = r
+				steps[r.DesignID]++
+			}
+			for _, res := range results {
+				l := last[res.DesignID]
+				switch res.Status {
+				case schema.StatusStopped:
+					if l == nil || res.Fitness != l.Fitness || (l.Step != 1 && l.Step != 3) {
+						t.Errorf("%s stopped with fitness %v; its last report %+v, want it at rung 1 or 3 with that fitness", res.DesignID, res.Fitness, l)
+					}
+					if !strings.Contains(res.Error, "asha at rung") {
+						t.Errorf("%s stopped saying %q, want the rule's reason", res.DesignID, res.Error)
+					}
+				case schema.StatusOK:
+					if steps[res.DesignID] != 9 || l.Fitness != res.Fitness {
+						t.Errorf("%s ok with fitness %v after %d reports (last %v), want 9 reports ending at its fitness", res.DesignID, res.Fitness, steps[res.DesignID], l)
+					}
+				}
+			}
+		})
+	}
+}
+
+var rungsDigestRE = regexp.MustCompile(`evaluations=(\d+) .*pool_digest=(\w+).*rungs_digest=(\w+)`)
+
+// A controller killed mid-run rebuilds, from the reports stream, the rung
+// statistics it had (the digest of its decisions), and from the results
+// stream the same pool; the run finishes, and evoq replay reaches the
+// controller's final digests. A conflicting rule on the restart is
+// refused.
+func TestEarlyStopRestart(t *testing.T) {
+	t.Parallel()
+	dir, port := t.TempDir(), freePort(t)
+	listen, url := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("nats://127.0.0.1:%d", port)
+	ctlArgs := []string{"controller", "--dir", dir, "--listen", listen, "--run", "esr", "--progress", "100ms", "--ack-wait", "3s"}
+	first := background(t, append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
+		"--early-stop", "asha", "--max-step", "27", "--eta", "3")...)
+	workerArgs := []string{"worker", "--nats", url, "--run", "esr", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.1",
+		"--slots", "8", "--gpus", "none"}
+	w1 := background(t, workerArgs...)
+	lines := func(log string) [][]string { return rungsDigestRE.FindAllStringSubmatch(log, -1) }
+	waitFor(t, 2*time.Minute, func() bool {
+		p := lines(first.stderr.String())
+		return len(p) > 0 && atoi(p[len(p)-1][1]) >= 80
+	})
+	_ = w1.cmd.Process.Kill()
+	_ = w1.wait(t, 10*time.Second)
+	// Nothing reports now: once three progress lines in a row agree, the
+	// last digests are the controller's state.
+	seen := len(lines(first.stderr.String()))
+	waitFor(t, 30*time.Second, func() bool {
+		p := lines(first.stderr.String())
+		n := len(p)
+		return n >= seen+3 && slicesEqual(p[n-1][1:], p[n-2][1:]) && slicesEqual(p[n-2][1:], p[n-3][1:])
+	})
+	_ = first.cmd.Process.Kill()
+	_ = first.wait(t, 10*time.Second)
+	p := lines(first.stderr.String())
+	before := p[len(p)-1]
+
+	conflict := evoq(t, time.Minute, append(ctlArgs, "--early-stop", "median")...)
+	if conflict.code != 2 || !strings.Contains(conflict.stderr, "--early-stop") || !strings.Contains(conflict.stderr, "records asha") {
+		t.Errorf("restart with another rule: exit %d, want 2 naming --early-stop and the recorded asha\n%s", conflict.code, tail(conflict.stderr, 2000))
+	}
+
+	var stdout bytes.Buffer
+	second := newProc(&stdout, append(ctlArgs, "--json")...)
+	second.start(t, nil)
+	waitFor(t, 30*time.Second, func() bool {
+		log := second.stderr.String()
+		return strings.Contains(log, "resumed run from its results stream") && strings.Contains(log, "rebuilt the early-stopping rule")
+	})
+	log := second.stderr.String()
+	if want := "rungs_digest=" + before[3]; !strings.Contains(lineWith(log, "rebuilt the early-stopping rule"), want) {
+		t.Errorf("rungs digest before the kill %s (after %s evaluations); the restart logged:\n%s", before[3], before[1], lineWith(log, "rebuilt the early-stopping rule"))
+	}
+	if want := "pool_digest=" + before[2]; !strings.Contains(lineWith(log, "resumed run from its results stream"), want) {
+		t.Errorf("pool digest before the kill %s; the restart logged:\n%s", before[2], lineWith(log, "resumed run"))
+	}
+	if !strings.Contains(lineWith(log, "continuing the run"), "early_stop=asha") {
+		t.Errorf("the restart did not take the recorded rule:\n%s", lineWith(log, "continuing the run"))
+	}
+	background(t, workerArgs...)
+	if err := second.wait(t, 3*time.Minute); err != nil {
+		t.Fatalf("restarted controller: %v\n%s", err, tail(second.stderr.String(), 3000))
+	}
+	s := lastJSON(t, stdout.String())
+	if s.Evaluations != 300 || s.Stopped == 0 || s.EarlyStop == nil {
+		t.Fatalf("the restarted run ended with %d evaluations, %d stopped, rule %+v", s.Evaluations, s.Stopped, s.EarlyStop)
+	}
+	r := evoq(t, time.Minute, "replay", "--dir", dir, "--run", "esr", "--json")
+	var rep struct {
+		PoolDigest string `json:"pool_digest"`
+		Counts     map[string]int
+		EarlyStop  *struct {
+			Digest string `json:"rungs_digest"`
+			Stops  int    `json:"stops"`
+		} `json:"early_stop"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &rep); err != nil || rep.EarlyStop == nil {
+		t.Fatalf("replay --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	if rep.PoolDigest != s.PoolDigest || rep.EarlyStop.Digest != s.EarlyStop.Digest || rep.Counts["stopped"] != s.Stopped {
+		t.Errorf("replay: pool %s, rungs %s, %d stopped; the controller: %s, %s, %d",
+			rep.PoolDigest, rep.EarlyStop.Digest, rep.Counts["stopped"], s.PoolDigest, s.EarlyStop.Digest, s.Stopped)
+	}
+	checkDesigns(t, readResults(t, dir, "esr"), 300)
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+// --early-stop none, given or left out, stops nothing: with learning
+// curves reported, every design trains to its last step and its fitness
+// is the curve's end; the run records no rule and its workers ask
+// nothing.
+func TestEarlyStopNone(t *testing.T) {
+	t.Parallel()
+	for _, given := range [][]string{nil, {"--early-stop", "none"}} {
+		t.Run(fmt.Sprint(given), func(t *testing.T) {
+			t.Parallel()
+			const budget = 60
+			args := append([]string{"--run", "esn", "--evaluator", "sim", "--sim-curve", "--sim-steps", "9", "--sim-mean", "0.02",
+				"--slots", "4", "--budget", fmt.Sprint(budget), "--log-level", "debug"}, given...)
+			dir := t.TempDir()
+			r := evoq(t, 2*time.Minute, append([]string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json"}, args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, tail(r.stderr, 3000))
+			}
+			s := lastJSON(t, r.stdout)
+			if s.Stopped != 0 || s.EarlyStop != nil || s.OK != budget {
+				t.Fatalf("summary: %d ok, %d stopped, rule %+v; want %d ok and no rule", s.OK, s.Stopped, s.EarlyStop, budget)
+			}
+			if strings.Contains(r.stderr, "rung decision") {
+				t.Error("a worker asked for a rung decision in a run without a rule")
+			}
+			for _, res := range readResults(t, dir, "esn") {
+				if c := evaluators.SimCurve(res.Design.Genome, 9); res.Fitness != c[len(c)-1] {
+					t.Errorf("%s: fitness %v, want the end of its curve %v", res.DesignID, res.Fitness, c[len(c)-1])
+				}
+			}
+			if n := len(storedReports(t, dir, "esn")); n != budget*9 {
+				t.Errorf("%d reports stored, want %d: curves are kept without a rule too", n, budget*9)
+			}
+		})
+	}
+}
