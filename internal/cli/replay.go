@@ -79,8 +79,8 @@ type replayReport struct {
 	// nil for a run without a rule.
 	EarlyStop *controller.EarlyStopSummary `json:"early_stop,omitempty"`
 	fold      *controller.Fold
-	check    *controller.FailFast
-	recorded *schema.Failure // the run's recorded fail-fast verdict
+	check     *controller.FailFast
+	recorded  *schema.Failure // the run's recorded fail-fast verdict
 }
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
