@@ -480,9 +480,13 @@ type Progress struct {
 	Evaluations, Budget, InFlight int
 	Workers, Slots, Busy          int
 	Quarantined                   int // live workers' slots that take no designs
-	Best                          *float64
-	Rate                          float64       // evaluations this controller counted, per second since liveSince
-	ETA                           time.Duration // at that rate; 0 when unknown
+	// Stopped is the designs the early-stopping rule stopped, when the
+	// run has one (EarlyStop).
+	Stopped   int
+	EarlyStop bool
+	Best      *float64
+	Rate      float64       // evaluations this controller counted, per second since liveSince
+	ETA       time.Duration // at that rate; 0 when unknown
 }
 
 // Progress describes the run now. Call it from the controller's goroutine
@@ -491,7 +495,8 @@ func (c *Controller) Progress() Progress {
 	now := c.cfg.Now()
 	l := c.slots.live(now)
 	p := Progress{Evaluations: c.fold.Terminal(), Budget: c.cfg.Budget, InFlight: c.InFlight(),
-		Workers: l.workers, Slots: l.slots, Busy: l.busy, Quarantined: l.quarantined}
+		Workers: l.workers, Slots: l.slots, Busy: l.busy, Quarantined: l.quarantined,
+		Stopped: c.fold.Count(schema.StatusStopped), EarlyStop: c.stopper != nil}
 	if b := c.fold.Best(); b != nil {
 		p.Best = &b.Fitness
 	}

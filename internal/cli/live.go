@@ -25,10 +25,14 @@ func (l *liveLine) show(p controller.Progress) {
 	if p.ETA > 0 {
 		eta = p.ETA.Round(time.Second).String()
 	}
+	stopped := ""
+	if p.EarlyStop {
+		stopped = fmt.Sprintf(" (%d stopped early)", p.Stopped)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "\r\033[K%d/%d evaluations  %d/%d slots busy  best %s  %.1f/s  ETA %s",
-		p.Evaluations, p.Budget, p.Busy, p.Slots, best, p.Rate, eta)
+	fmt.Fprintf(l.w, "\r\033[K%d/%d evaluations%s  %d/%d slots busy  best %s  %.1f/s  ETA %s",
+		p.Evaluations, p.Budget, stopped, p.Busy, p.Slots, best, p.Rate, eta)
 }
 
 // done ends the line.
