@@ -217,6 +217,22 @@ func TestAuthWorker(t *testing.T) {
 		t.Errorf("%d results of run a stored, want 2", n)
 	}
 
+	if ack, err := w.js.Publish(ctx, schema.ReportSubject("a"), []byte("report a"), jetstream.WithMsgID("a-1/1/s1")); err != nil || ack.Stream != schema.ReportStream {
+		t.Fatalf("store a report: %+v %v", ack, err)
+	}
+	// The stop question is a request: the worker's inbox hears the answer.
+	asks, err := b.admin.nc.Subscribe(schema.AskSubject("a"), func(m *nats.Msg) { _ = m.Respond([]byte("go on")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.nc.Request(schema.AskSubject("a"), []byte("ask"), 5*time.Second); err != nil || string(m.Data) != "go on" {
+		t.Errorf("ask the controller: %v", err)
+	}
+	_ = asks.Unsubscribe()
+
 	alerts, err := b.admin.nc.SubscribeSync(schema.AlertSubject("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -418,6 +434,11 @@ func TestAuthWorkerRefused(t *testing.T) {
 			return w.nc.Publish("$JS.ACK.EVOQ_DESIGNS."+consB+".1.1.1.0.0", []byte("+ACK"))
 		}},
 		{"publish a result of run b", "evoq.result.b", publish(w, schema.ResultSubject("b"))},
+		{"publish a report of run b", "evoq.report.b", publish(w, schema.ReportSubject("b"))},
+		{"ask run b's controller", "evoq.ask.b", func(ctx context.Context) error {
+			return w.nc.Publish(schema.AskSubject("b"), []byte("ask"))
+		}},
+		{"hear run a's questions", "evoq.ask.a", subscribe(w, schema.AskSubject("a"))},
 		{"alert run b", "evoq.alert.b", func(ctx context.Context) error {
 			return w.nc.Publish(schema.AlertSubject("b"), []byte(schema.AlertStoreFull))
 		}},
