@@ -81,13 +81,14 @@ func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history
 	return r, ri, nil
 }
 
-// exportCmd writes one row per stored result of a run.
+// exportCmd writes one row per stored result, or per stored intermediate
+// report, of a run.
 type exportCmd struct {
-	env         Env
-	src         sourceFlags
-	format, out string
-	warned      int
-	verdicts    map[controller.Verdict]int
+	env               Env
+	src               sourceFlags
+	format, out, what string
+	warned            int
+	verdicts          map[controller.Verdict]int
 }
 
 // exportRow is one stored result that decoded, with controller.Tally's
@@ -99,26 +100,40 @@ type exportRow struct {
 }
 
 func (c *exportCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("export", "Writes one row per stored result of a run, in stream order, as CSV or JSON lines.", c.env.Stderr)
+	fs := newFlagSet("export", "Writes one row per stored result of a run, or with --what reports one per intermediate report,\n"+
+		"in stream order, as CSV or JSON lines.", c.env.Stderr)
 	c.src.register(fs)
 	fs.StringVar(&c.format, "format", "csv", "output format: csv or jsonl")
 	fs.StringVar(&c.out, "out", "", "output file (default: standard output)")
+	fs.StringVar(&c.what, "what", "results", "what to write: results (one row per stored result) or reports (one per intermediate report, the learning curves)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if c.format != "csv" && c.format != "jsonl" {
 		return usageErr("--format %q: want csv or jsonl", c.format)
 	}
+	if c.what != "results" && c.what != "reports" {
+		return usageErr("--what %q: want results or reports", c.what)
+	}
 	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if c.what == "reports" {
+		return c.exportReports(ctx, r, ri)
+	}
 	rows, err := c.read(ctx, r, ri)
 	if err != nil {
 		return err
 	}
-	if err := c.write(ri.Run, rows); err != nil {
+	err = c.output(func(w io.Writer) error {
+		if c.format == "csv" {
+			return writeCSV(w, ri.Run, rows)
+		}
+		return writeJSONL(w, rows)
+	})
+	if err != nil {
 		return err
 	}
 	v := c.verdicts
@@ -147,8 +162,8 @@ func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunI
 	return rows, err
 }
 
-// write writes the rows to --out or standard output.
-func (c *exportCmd) write(run *schema.Run, rows []exportRow) error {
+// output hands write --out or standard output, buffered.
+func (c *exportCmd) output(write func(io.Writer) error) error {
 	w := c.env.Stdout
 	var f *os.File
 	if c.out != "" {
@@ -160,12 +175,7 @@ func (c *exportCmd) write(run *schema.Run, rows []exportRow) error {
 		w = f
 	}
 	bw := bufio.NewWriter(w)
-	var err error
-	if c.format == "csv" {
-		err = writeCSV(bw, run, rows)
-	} else {
-		err = writeJSONL(bw, rows)
-	}
+	err := write(bw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -246,11 +256,14 @@ func fixedValues(row exportRow) []string {
 }
 
 // exportFitness is the fitness export shows: a result's fitness only when
-// it is ok. The wire requires a fitness on every result and evoq fills it
-// with InfeasibleFitness otherwise, a placeholder that would read as a real
-// score in a spreadsheet or a plot; nil shows as an empty cell or null.
+// it is ok or stopped (the last fitness the design reported before the
+// run's early-stopping rule stopped it: a real score, of shorter
+// training). The wire requires a fitness on every result and evoq fills it
+// with InfeasibleFitness otherwise, a placeholder that would read as a
+// real score in a spreadsheet or a plot; nil shows as an empty cell or
+// null.
 func exportFitness(r *schema.Result) *float64 {
-	if r.Status != schema.StatusOK {
+	if r.Status != schema.StatusOK && r.Status != schema.StatusStopped {
 		return nil
 	}
 	f := r.Fitness
@@ -272,9 +285,18 @@ func paramColumns(run *schema.Run) []string {
 
 // metricColumns is the union of the metric names of the rows, sorted.
 func metricColumns(rows []exportRow) []string {
+	ms := make([]map[string]any, len(rows))
+	for i, row := range rows {
+		ms[i] = row.res.Metrics
+	}
+	return metricNames(ms)
+}
+
+// metricNames is the union of the keys of ms, sorted: the metric columns.
+func metricNames(ms []map[string]any) []string {
 	set := map[string]struct{}{}
-	for _, row := range rows {
-		for k := range row.res.Metrics {
+	for _, m := range ms {
+		for k := range m {
 			set[k] = struct{}{}
 		}
 	}
@@ -327,6 +349,96 @@ func writeJSONL(w io.Writer, rows []exportRow) error {
 		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == controller.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Result: row.res})
 		if err != nil {
 			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
+		}
+		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reportRow is one stored intermediate report that decoded.
+type reportRow struct {
+	seq uint64
+	rep *schema.Report
+}
+
+// exportReports writes the run's intermediate reports, in stream order; a
+// malformed one is skipped with a warning, as a malformed result is.
+func (c *exportCmd) exportReports(ctx context.Context, r *history.Reader, ri history.RunInfo) error {
+	var rows []reportRow
+	err := broker.ReadReports(ctx, r.JS(), ri.ID, func(seq uint64, _ time.Time, rep *schema.Report, err error) error {
+		if err != nil {
+			c.warned++
+			fmt.Fprintf(c.env.Stderr, "evoq export: warning: skipping malformed report at stream sequence %d: %v\n", seq, err)
+			return nil
+		}
+		rows = append(rows, reportRow{seq: seq, rep: rep})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = c.output(func(w io.Writer) error {
+		if c.format == "csv" {
+			return writeReportsCSV(w, rows)
+		}
+		return writeReportsJSONL(w, rows)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d reports, %d malformed reports skipped\n", ri.ID, len(rows), c.warned)
+	return nil
+}
+
+// reportColumns are the reports export's columns before the metrics.
+// stream_seq, not seq as in the results export: a report's seq is its
+// design's.
+var reportColumns = []string{"stream_seq", "time", "design_id", "seq", "retry", "attempt", "step", "fitness", "worker", "slot"}
+
+func writeReportsCSV(w io.Writer, rows []reportRow) error {
+	ms := make([]map[string]any, len(rows))
+	for i, row := range rows {
+		ms[i] = row.rep.Metrics
+	}
+	metrics := metricNames(ms)
+	cw := csv.NewWriter(w)
+	header := append([]string(nil), reportColumns...)
+	for _, m := range metrics {
+		header = append(header, "metric."+m)
+	}
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, row := range rows {
+		r := row.rep
+		rec := []string{strconv.FormatUint(row.seq, 10), r.Time.UTC().Format(time.RFC3339Nano), r.DesignID,
+			strconv.FormatUint(r.Seq, 10), strconv.Itoa(r.Retry), strconv.Itoa(r.Attempt), strconv.FormatInt(r.Step, 10),
+			strconv.FormatFloat(r.Fitness, 'g', -1, 64), r.Worker, strconv.Itoa(r.Slot)}
+		for _, m := range metrics {
+			rec = append(rec, cell(r.Metrics[m]))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// reportLine is one line of the JSON lines export of reports: the report
+// with its stream sequence.
+type reportLine struct {
+	StreamSeq uint64 `json:"stream_seq"`
+	*schema.Report
+}
+
+func writeReportsJSONL(w io.Writer, rows []reportRow) error {
+	for _, row := range rows {
+		b, err := json.Marshal(reportLine{StreamSeq: row.seq, Report: row.rep})
+		if err != nil {
+			return fmt.Errorf("report of %s at stream sequence %d: %w", row.rep.DesignID, row.seq, err)
 		}
 		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
 			return err

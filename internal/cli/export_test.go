@@ -12,8 +12,8 @@ import (
 	"github.com/evoq/evoq/schema"
 )
 
-// exportRows is one result of each status, the non-ok ones with the
-// placeholder fitness evoq writes for them.
+// exportRows is one result of each status: ok and stopped with a real
+// fitness, the others with the placeholder fitness evoq writes for them.
 func exportRows() []exportRow {
 	var rows []exportRow
 	for i, st := range schema.Statuses {
@@ -22,19 +22,23 @@ func exportRows() []exportRow {
 			Fitness: schema.InfeasibleFitness, Worker: "w", Attempt: 1, Start: time.Unix(0, 0), Stop: time.Unix(1, 0),
 			Design: schema.Design{V: schema.Version, Run: "ex", ID: schema.DesignID("ex", seq), Seq: seq,
 				Genome: map[string]any{"lr": 0.1}, Origin: schema.OriginRandom, Created: time.Unix(0, 0)}}
-		if st == schema.StatusOK {
+		switch st {
+		case schema.StatusOK:
 			r.Fitness = -2.5
+		case schema.StatusStopped: // the last fitness it reported
+			r.Fitness, r.Error = 0.25, "below the median at step 9"
 		}
 		rows = append(rows, exportRow{seq: seq, res: r, verdict: controller.Counted})
 	}
 	return rows
 }
 
-// Only an ok result has a fitness in the export: the others show an empty
-// cell in CSV and null in JSON lines, never InfeasibleFitness.
-func TestExportFitnessOnlyWhenOK(t *testing.T) {
+// Only an ok or a stopped result has a fitness in the export: the others
+// show an empty cell in CSV and null in JSON lines, never
+// InfeasibleFitness.
+func TestExportFitnessOnlyWhenMeaningful(t *testing.T) {
 	t.Parallel()
-	want := map[string]string{"ok": "-2.5", "infeasible": "", "error": "", "timeout": "", "lost": ""}
+	want := map[string]string{"ok": "-2.5", "stopped": "0.25", "infeasible": "", "error": "", "timeout": "", "lost": ""}
 	t.Run("csv", func(t *testing.T) {
 		t.Parallel()
 		var b bytes.Buffer

@@ -11,8 +11,14 @@ import (
 // printSummary writes the run's outcome for a person, and with jsonOut the
 // figures as one JSON object on the last line.
 func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
-	fmt.Fprintf(w, "run %s: %d evaluations (%d ok, %d infeasible, %d error, %d timeout, %d lost) in %.1f s, %.1f/s\n",
-		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, s.WallS, s.EvalsPerS)
+	stopped := ""
+	if s.EarlyStop != nil || s.Stopped > 0 {
+		// Only where designs can be stopped: the line of a run without
+		// early stopping is what scripts and the README quote.
+		stopped = fmt.Sprintf(", %d stopped", s.Stopped)
+	}
+	fmt.Fprintf(w, "run %s: %d evaluations (%d ok, %d infeasible, %d error, %d timeout, %d lost%s) in %.1f s, %.1f/s\n",
+		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, stopped, s.WallS, s.EvalsPerS)
 	fmt.Fprintf(w, "slots: %d live, %d used; steady-state utilization %.3f; gap between designs on a slot p50 %.2f ms, p99 %.2f ms\n",
 		s.Slots, s.SlotsUsed, s.UtilSteady, s.GapP50Ms, s.GapP99Ms)
 	if s.BestRandomFitness != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/schema"
@@ -23,7 +24,7 @@ type reportCmd struct {
 
 func (c *reportCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("report", "Writes one self-contained HTML page picturing a run (best fitness against evaluations and time,\n"+
-		"a per-slot Gantt chart coloured by status, utilization over time, status breakdown, top designs),\n"+
+		"the learning curves of designs that reported, a per-slot Gantt chart coloured by status, utilization over time, status breakdown, top designs),\n"+
 		"and each chart as a PNG beside it (report.html → report-gantt.png, ...).", c.env.Stderr)
 	c.src.register(fs)
 	fs.StringVar(&c.out, "out", "report.html", "the HTML file to write; the PNGs go beside it")
@@ -60,7 +61,7 @@ func (c *reportCmd) Run(ctx context.Context, args []string) error {
 }
 
 // input reads what the report is drawn from: the run's stored results and
-// its workers' heartbeats.
+// intermediate reports, and its workers' heartbeats.
 func (c *reportCmd) input(ctx context.Context, r *history.Reader, ri history.RunInfo) (report.Input, error) {
 	in := report.Input{RunID: ri.ID, Run: ri.Run, Generated: time.Now(), Top: c.top}
 	err := r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
@@ -75,6 +76,12 @@ func (c *reportCmd) input(ctx context.Context, r *history.Reader, ri history.Run
 	if err != nil {
 		return in, err
 	}
+	if err := c.readReports(ctx, r, &in); err != nil {
+		// The results make the report; a credential or broker that
+		// cannot read the reports stream costs only the curves.
+		fmt.Fprintf(c.env.Stderr, "evoq report: warning: intermediate reports not read, no learning curves drawn: %v\n", err)
+		in.Reports, in.MalformedReports = nil, 0
+	}
 	ps, err := r.Presence(ctx, ri.ID)
 	if err != nil {
 		fmt.Fprintf(c.env.Stderr, "evoq report: warning: workers' heartbeats not read, slots that never evaluated a design are not shown: %v\n", err)
@@ -83,4 +90,18 @@ func (c *reportCmd) input(ctx context.Context, r *history.Reader, ri history.Run
 		in.Workers = append(in.Workers, report.Worker{ID: p.Worker, Host: p.Host, Slots: p.Slots, Started: p.Started, Heartbeat: p.Stored})
 	}
 	return in, nil
+}
+
+// readReports adds the run's intermediate reports to in; a store from
+// before reports existed has none, and the report has no learning curves.
+func (c *reportCmd) readReports(ctx context.Context, r *history.Reader, in *report.Input) error {
+	return broker.ReadReports(ctx, r.JS(), in.RunID, func(seq uint64, _ time.Time, rep *schema.Report, err error) error {
+		if err != nil {
+			in.MalformedReports++
+			fmt.Fprintf(c.env.Stderr, "evoq report: warning: skipping malformed report at stream sequence %d: %v\n", seq, err)
+			return nil
+		}
+		in.Reports = append(in.Reports, report.ReportEntry{Seq: seq, Report: rep})
+		return nil
+	})
 }

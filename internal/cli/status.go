@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"slices"
 	"sort"
@@ -48,6 +47,9 @@ type runStatus struct {
 	// Changes the ones restarts changed on purpose.
 	Settings []string        `json:"settings"`
 	Changes  []schema.Change `json:"changes,omitempty"`
+	// EarlyStop is the run's early-stopping rule; nil: none. The text
+	// form shows it among the settings (controller.RecordSettings).
+	EarlyStop *schema.EarlyStop `json:"early_stop,omitempty"`
 	// Failure says why the controller failed the run (phase failed).
 	Failure *schema.Failure `json:"failure,omitempty"`
 	// Controller is the controller that holds the run's lease, if one
@@ -151,6 +153,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (
 	}
 	if ri.Run != nil {
 		st.Settings, st.Changes, st.Failure = controller.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
+		st.EarlyStop = ri.Run.EarlyStop
 	}
 	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
 	st.readPresence(ctx, r)
@@ -288,11 +291,7 @@ func (st *runStatus) print(env Env) {
 		fmt.Fprintf(env.Stdout, ", %d in flight, %d queued", st.InFlight, st.Queued)
 	}
 	fmt.Fprintln(env.Stdout)
-	var parts []string
-	for _, s := range schema.Statuses {
-		parts = append(parts, fmt.Sprintf("%d %s", st.ByStatus[s], s))
-	}
-	fmt.Fprintf(env.Stdout, "results: %s", strings.Join(parts, ", "))
+	fmt.Fprintf(env.Stdout, "results: %s", strings.Join(st.statusParts(), ", "))
 	if st.Retried+st.Duplicates+st.Foreign+st.Malformed > 0 {
 		fmt.Fprintf(env.Stdout, "; not counted: %d retried, %d duplicate, %d foreign, %d malformed", st.Retried, st.Duplicates, st.Foreign, st.Malformed)
 	}
@@ -323,6 +322,20 @@ func (st *runStatus) print(env Env) {
 	for _, p := range st.Problems {
 		fmt.Fprintln(env.Stdout, "!", p)
 	}
+}
+
+// statusParts are the counted results by status, "3 ok". Stopped shows
+// only where it can happen or did: a run without early stopping keeps the
+// line it always had.
+func (st *runStatus) statusParts() []string {
+	var parts []string
+	for _, s := range schema.Statuses {
+		if s == schema.StatusStopped && st.EarlyStop == nil && st.ByStatus[s] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", st.ByStatus[s], s))
+	}
+	return parts
 }
 
 // state is the worker's state: quarantined when every slot is, else

@@ -30,6 +30,7 @@ type Controller struct {
 	budget      prometheus.Gauge
 	evaluations *prometheus.CounterVec
 	quarantined prometheus.Gauge
+	reports     prometheus.Counter
 	retries     atomic.Int64 // read by a counter on every scrape
 }
 
@@ -50,13 +51,15 @@ func NewController(run string) *Controller {
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evoq_evaluations_total",
 			Help: "Designs with a terminal result, by status.", ConstLabels: labels}, []string{"status"}),
 		quarantined: g("evoq_slots_quarantined", "Live workers' slots quarantined after failing their designs in a row: they take no designs."),
+		reports: prometheus.NewCounter(prometheus.CounterOpts{Name: "evoq_reports_total",
+			Help: "Intermediate reports (fitness at a step) the controller read from the reports stream.", ConstLabels: labels}),
 	}
 	// The controller counts retries in its fold, replay included; the
 	// counter reads that count rather than keeping a second one.
 	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "evoq_retries_total",
 		Help: "Failed attempts (error or timeout) retried on another worker instead of counting.", ConstLabels: labels},
 		func() float64 { return float64(m.retries.Load()) })
-	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations, m.quarantined, retries)
+	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations, m.quarantined, m.reports, retries)
 	for _, s := range schema.Statuses {
 		m.evaluations.WithLabelValues(string(s))
 	}
@@ -81,6 +84,11 @@ func (m *Controller) Observe(s controller.Snapshot) {
 
 // Counted implements controller.Metrics: it counts the result by status.
 func (m *Controller) Counted(r *schema.Result) { m.evaluations.WithLabelValues(string(r.Status)).Inc() }
+
+// Reported counts one intermediate report the controller read; the
+// controller calls it once per report, in stream order, replayed ones
+// included, as it calls Counted per result.
+func (m *Controller) Reported() { m.reports.Inc() }
 
 // Worker holds a worker's metrics.
 type Worker struct {

@@ -36,8 +36,10 @@ var (
 		schema.StatusError:      {0xd6, 0x27, 0x28, 0xff},
 		schema.StatusTimeout:    {0x94, 0x67, 0xbd, 0xff},
 		schema.StatusLost:       {0x7f, 0x7f, 0x7f, 0xff},
+		schema.StatusStopped:    {0x8c, 0x56, 0x4b, 0xff},
 	}
-	statusOrder  = []schema.Status{schema.StatusOK, schema.StatusInfeasible, schema.StatusError, schema.StatusTimeout, schema.StatusLost}
+	statusOrder = []schema.Status{schema.StatusOK, schema.StatusInfeasible, schema.StatusError, schema.StatusTimeout,
+		schema.StatusLost, schema.StatusStopped}
 	originColors = map[schema.Origin]color.RGBA{
 		schema.OriginRandom: {0x99, 0x99, 0x99, 0xff},
 		schema.OriginMutant: {0x1f, 0x77, 0xb4, 0xff},
@@ -70,10 +72,16 @@ func timeUnit(span float64) (name string, div float64) {
 	}
 }
 
-// Charts draws every chart of the analysis.
+// Charts draws every chart of the analysis; the learning curves only
+// when some design reported.
 func (a *Analysis) Charts() ([]Chart, error) {
 	var charts []Chart
-	for _, draw := range []func() (Chart, error){a.bestByEvalChart, a.bestByTimeChart, a.ganttChart, a.utilizationChart, a.statusChart} {
+	draws := []func() (Chart, error){a.bestByEvalChart, a.bestByTimeChart}
+	if len(a.curves.drawn) > 0 {
+		draws = append(draws, a.curvesChart)
+	}
+	draws = append(draws, a.ganttChart, a.utilizationChart, a.statusChart)
+	for _, draw := range draws {
 		c, err := draw()
 		if err != nil {
 			return nil, err
@@ -223,7 +231,7 @@ const ganttLabelRows = 48
 
 func (a *Analysis) ganttChart() (Chart, error) {
 	unit, div := timeUnit(a.spanSeconds)
-	title := "Evaluations per slot, coloured by status\ngreen ok · orange infeasible · red error · purple timeout · grey: live and idle · black: quarantined"
+	title := "Evaluations per slot, coloured by status\ngreen ok · orange infeasible · red error · purple timeout · brown stopped · grey: live and idle · black: quarantined"
 	p := newPlot(title, unit+" since the first evaluation started", "")
 	n := len(a.rows)
 	if n == 0 {
@@ -259,7 +267,7 @@ func (a *Analysis) ganttChart() (Chart, error) {
 	if a.Quarantined > 0 {
 		caption += fmt.Sprintf("; %d slots quarantined after failing their designs in a row while other slots succeeded (black, from the failure that quarantined them)", a.Quarantined)
 	}
-	caption += ". Colour: ok green, infeasible orange, error red, timeout purple. Grey: the slot was alive and had nothing to do."
+	caption += ". Colour: ok green, infeasible orange, error red, timeout purple, stopped early brown. Grey: the slot was alive and had nothing to do."
 	return render(p, "gantt", caption, 10*vg.Inch, height)
 }
 

@@ -90,8 +90,9 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.6g", f)
 	},
-	"dur":    func(d time.Duration) string { return roundDuration(d.Seconds()).String() },
-	"status": func(s schema.Status) string { return string(s) },
+	"dur":       func(d time.Duration) string { return roundDuration(d.Seconds()).String() },
+	"status":    func(s schema.Status) string { return string(s) },
+	"earlystop": DescribeEarlyStop,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -128,7 +129,9 @@ code { font-size: 0.9em; }
 <tr><td>slots</td><td class="num">{{.A.Slots}} on {{.A.Workers}} workers, {{.A.SlotsUsed}} evaluated a design</td></tr>
 <tr><td>utilization</td><td class="num">{{pct .A.Utilization}}</td></tr>
 <tr><td>span</td><td class="num">{{.Span}}, {{rate .A.Rate}} evaluations/s</td></tr>
-</table>
+{{if .A.EarlyStop}}<tr><td>early stopping</td><td class="num">{{earlystop .A.EarlyStop}}</td></tr>
+{{end}}{{if or .A.Reports .A.MalformedReports}}<tr><td>intermediate reports</td><td class="num">{{.A.Reports}}{{if .A.MalformedReports}} ({{.A.MalformedReports}} malformed skipped){{end}}</td></tr>
+{{end}}</table>
 
 <h2>Status breakdown</h2>
 <table>

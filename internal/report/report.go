@@ -1,6 +1,7 @@
 // Package report pictures a run: from its stored results (and the workers'
 // heartbeats where they are still kept) it draws best fitness against
-// evaluations and against time, a per-slot Gantt chart coloured by status,
+// evaluations and against time, the learning curves of the designs that
+// reported intermediate fitness, a per-slot Gantt chart coloured by status,
 // utilization over time and the status breakdown, overall and by host,
 // lists the top designs, and writes it all as one self-contained HTML
 // page with the charts also as PNG files.
@@ -47,8 +48,12 @@ type Input struct {
 	// controller.Tally judges which count.
 	Results   []Entry
 	Malformed int // stored results that did not decode
-	Workers   []Worker
-	Generated time.Time
+	// Reports are the run's stored intermediate reports that decoded, in
+	// stream order; none draws no learning curves.
+	Reports          []ReportEntry
+	MalformedReports int // stored reports that did not decode
+	Workers          []Worker
+	Generated        time.Time
 	// Top is the length of the top designs table (TopDefault if 0).
 	Top int
 }
@@ -118,6 +123,13 @@ type Analysis struct {
 	Rate        float64 // evaluations per second over the run's span
 	Top         []Design
 	Hosts       []Host // the run's results by host, most failures first
+	// EarlyStop is the run's early-stopping rule, nil for none.
+	EarlyStop *schema.EarlyStop
+	// Reports and MalformedReports are the stored intermediate reports
+	// that decoded and that did not.
+	Reports          int
+	MalformedReports int
+	Curves           CurveFigures
 
 	// Series, in stream order or time order.
 	bestByEval  []point // evaluation number → best so far
@@ -126,6 +138,7 @@ type Analysis struct {
 	rows        []slotRow
 	busy, live  []point // seconds since Start → busy and live slots
 	spanSeconds float64
+	curves      curveSet
 }
 
 // Analyze computes the report's figures from the input.
@@ -134,7 +147,9 @@ func Analyze(in Input) *Analysis {
 		Counts: map[schema.Status]int{}, fitByEval: map[schema.Origin][]point{}}
 	if in.Run != nil {
 		a.Phase, a.Budget, a.Init, a.Space = in.Run.Phase, in.Run.Budget, in.Run.Init, in.Run.Space
+		a.EarlyStop = in.Run.EarlyStop
 	}
+	a.Reports, a.MalformedReports = len(in.Reports), in.MalformedReports
 	var counted []*schema.Result
 	var quarantined map[slotKey]time.Time
 	in.Results, counted, quarantined = a.judge(in)
@@ -144,7 +159,9 @@ func Analyze(in Input) *Analysis {
 	a.spanSeconds = math.Max(secs(a.End), 0)
 
 	var ok []*schema.Result // each design's counted ok result, in stream order
+	bySeq := make(map[uint64]*schema.Result, len(counted))
 	for _, r := range counted {
+		bySeq[r.Design.Seq] = r
 		a.Evaluations++
 		a.Counts[r.Status]++
 		if r.Status == schema.StatusOK {
@@ -190,6 +207,8 @@ func Analyze(in Input) *Analysis {
 		top = TopDefault
 	}
 	a.Top = topDesigns(ok, top)
+	a.curves = learningCurves(in.RunID, in.Reports, bySeq)
+	a.Curves = a.curves.figures()
 	return a
 }
 
