@@ -99,8 +99,9 @@ func testExportCSV(t *testing.T, sum *controller.Summary, dir string) {
 		if row["status"] == "ok" && (row["lr"] == "" || !strings.HasPrefix(row["layers"], "[")) {
 			t.Errorf("row %s: parameters not exported: lr %q layers %q", row["seq"], row["lr"], row["layers"])
 		}
-		if _, err := strconv.ParseFloat(row["fitness"], 64); (row["status"] == "ok") != (err == nil) {
-			t.Errorf("row %s: %s result with fitness %q; want a number for ok, empty otherwise", row["seq"], row["status"], row["fitness"])
+		meaningful := row["status"] == "ok" || row["status"] == "stopped"
+		if _, err := strconv.ParseFloat(row["fitness"], 64); meaningful != (err == nil) {
+			t.Errorf("row %s: %s result with fitness %q; want a number for ok and stopped, empty otherwise", row["seq"], row["status"], row["fitness"])
 		}
 	}
 	if counted != sum.Evaluations || byStatus["ok"] != sum.OK || byStatus["infeasible"] != sum.Infeasible {
