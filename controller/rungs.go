@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"math"
 	"sort"
-	"strconv"
 
 	"github.com/evoq/evoq/schema"
 )
@@ -58,15 +57,32 @@ type rungStat struct {
 	stopped int
 }
 
-// curve is what the rule keeps of one design's reports.
+// curve is what the rule keeps of one design's reports: a few words per
+// design, since a long run keeps one per design of its budget.
 type curve struct {
-	attempt  string // which attempt is reporting (retry/attempt)
-	lastStep int64
-	sum      float64
-	n        int
-	best     float64
-	decided  map[int64]float64 // rung -> the value recorded there
-	lastRung int64             // the attempt's last rung decided at
+	retry, attempt int // which attempt is reporting
+	lastStep       int64
+	sum            float64
+	n              int
+	best           float64
+	decided        []rungValue // the rungs decided at, each with the value recorded there
+	lastRung       int64       // the attempt's last rung decided at
+}
+
+// rungValue is a design's value recorded at a rung.
+type rungValue struct {
+	rung  int64
+	value float64
+}
+
+// recorded is the value c recorded at rung, if any.
+func (c *curve) recorded(rung int64) (float64, bool) {
+	for _, rv := range c.decided {
+		if rv.rung == rung {
+			return rv.value, true
+		}
+	}
+	return 0, false
 }
 
 // RungDecision is the rule's verdict on one report.
@@ -114,14 +130,13 @@ func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
 // curveOf is the design's curve, started afresh (but for the rungs it
 // decided at) when another attempt reports.
 func (g *Rungs) curveOf(r *schema.Report) *curve {
-	key := strconv.Itoa(r.Retry) + "/" + strconv.Itoa(r.Attempt)
 	c := g.designs[r.Seq]
 	if c == nil {
-		c = &curve{decided: map[int64]float64{}}
+		c = &curve{attempt: -1}
 		g.designs[r.Seq] = c
 	}
-	if c.attempt != key {
-		c.attempt, c.lastStep, c.sum, c.n, c.best, c.lastRung = key, -1, 0, 0, math.Inf(-1), 0
+	if c.retry != r.Retry || c.attempt != r.Attempt {
+		c.retry, c.attempt, c.lastStep, c.sum, c.n, c.best, c.lastRung = r.Retry, r.Attempt, -1, 0, 0, math.Inf(-1), 0
 	}
 	return c
 }
@@ -134,13 +149,13 @@ func (g *Rungs) decide(c *curve, rung int64, value float64) RungDecision {
 		st = &rungStat{}
 		g.stats[rung] = st
 	}
-	recorded, again := c.decided[rung]
+	recorded, again := c.recorded(rung)
 	if g.rule.Rule == schema.RuleMedian {
 		return g.median(st, c, rung, again)
 	}
 	if !again {
 		recorded = value
-		c.decided[rung] = value
+		c.decided = append(c.decided, rungValue{rung, value})
 		st.values.insert(value)
 	}
 	n := st.values.len()
@@ -170,7 +185,7 @@ func (g *Rungs) median(st *rungStat, c *curve, rung int64, again bool) RungDecis
 		d.Reason = fmt.Sprintf("median at rung %d: %d other designs there, %d needed to judge", rung, others, MedianMinSamples)
 	}
 	if !again {
-		c.decided[rung] = mean
+		c.decided = append(c.decided, rungValue{rung, mean})
 		st.values.insert(mean)
 		if d.Stop {
 			st.stopped++
