@@ -1,17 +1,22 @@
 #!/usr/bin/python3
 """evoq evaluator: train a small PyTorch network on the scikit-learn digits.
 
-One-shot mode (evoq --eval-cmd): read one design as JSON on stdin, print one
-result line. Persistent mode (evoq --eval-cmd ... --persistent, which sets
-EVOQ_PERSISTENT=1): read one design per line, print one result line per
-design, import PyTorch once.
+It speaks evoq's evaluator protocol through python/evoq_eval.py, in both
+modes: one-shot (evoq --eval-cmd: one design as JSON on stdin) and
+persistent (--persistent, which sets EVOQ_PERSISTENT=1: one design per
+line, PyTorch imported once per slot).
 
-Result lines: {"fitness": <validation accuracy>, "metrics": {...}} or
-{"infeasible": "<reason>"}. Anything else printed is the evaluator's log.
+After every epoch it reports the validation accuracy, with the epoch
+(counted from 1) as the step and the last batch's training loss as a
+metric: {"report": {"step": 3, "fitness": 0.91, "metrics": {"loss": 0.2}}}.
+When evoq's early-stopping rule stops the design, report() returns False
+and the training ends there. The result is {"fitness": <validation
+accuracy>, "metrics": {"params", "train_s", "device", "loss"}}, or
+{"infeasible": "<reason>"} for a network over MAX_PARAMS parameters or a
+training that diverged. Anything else printed is the evaluator's log.
 The GPU, if any, is the one evoq gives the slot through CUDA_VISIBLE_DEVICES.
 """
 import hashlib
-import json
 import math
 import os
 import sys
@@ -19,6 +24,9 @@ import time
 
 import torch
 from sklearn.datasets import load_digits
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import evoq_eval  # noqa: E402  (found through the path above)
 
 MAX_PARAMS = 60_000  # larger designs are reported infeasible before training
 ACTIVATIONS = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "gelu": torch.nn.GELU}
@@ -60,11 +68,13 @@ def seed_of(design):
 
 
 def evaluate(design, data, device):
+    """Train the design's network, reporting after every epoch; its
+    accuracy and metrics, or evoq_eval.Infeasible."""
     genome = design["genome"]
     model = build(genome)
     params = sum(p.numel() for p in model.parameters())
     if params > MAX_PARAMS:
-        return {"infeasible": f"{params} parameters exceed the limit of {MAX_PARAMS}"}
+        raise evoq_eval.Infeasible(f"{params} parameters exceed the limit of {MAX_PARAMS}")
     torch.manual_seed(seed_of(design))
     model = build(genome).to(device)
     xtr, ytr, xva, yva = data
@@ -75,7 +85,7 @@ def evaluate(design, data, device):
     opt = opt_cls(model.parameters(), **kwargs)
     loss_fn = torch.nn.CrossEntropyLoss()
     batch, start = int(genome["batch"]), time.time()
-    for _ in range(int(genome["epochs"])):
+    for epoch in range(1, int(genome["epochs"]) + 1):
         model.train()
         perm = torch.randperm(len(xtr), device=device)
         for i in range(0, len(xtr), batch):
@@ -84,14 +94,18 @@ def evaluate(design, data, device):
             loss = loss_fn(model(xtr[idx]), ytr[idx])
             loss.backward()
             opt.step()
-    model.eval()
-    with torch.no_grad():
-        acc = (model(xva).argmax(1) == yva).float().mean().item()
-    last_loss = float(loss.item())
-    if not math.isfinite(acc) or not math.isfinite(last_loss):
-        return {"infeasible": "training diverged"}
-    return {"fitness": acc, "metrics": {"params": params, "train_s": round(time.time() - start, 3),
-                                        "device": str(device), "loss": round(last_loss, 4)}}
+        model.eval()
+        with torch.no_grad():
+            acc = (model(xva).argmax(1) == yva).float().mean().item()
+        last_loss = float(loss.item())
+        # Checked every epoch: once the weights are NaN they stay NaN, and
+        # the early-stopping rule should not rank a diverged curve.
+        if not math.isfinite(acc) or not math.isfinite(last_loss):
+            raise evoq_eval.Infeasible("training diverged")
+        if not evoq_eval.report(epoch, acc, loss=round(last_loss, 4)):
+            break  # stopped: evoq keeps the last report; the result line is the helper's
+    return acc, {"params": params, "train_s": round(time.time() - start, 3),
+                 "device": str(device), "loss": round(last_loss, 4)}
 
 
 def main():
@@ -99,17 +113,7 @@ def main():
     if device.type == "cpu":
         torch.set_num_threads(1)  # evoq runs one evaluation per slot in parallel
     data = load_data(device)
-    persistent = os.environ.get("EVOQ_PERSISTENT") == "1" or "--persistent" in sys.argv
-    lines = sys.stdin if persistent else [sys.stdin.read()]
-    for line in lines:
-        if not line.strip():
-            continue
-        design = json.loads(line)
-        try:
-            out = evaluate(design, data, device)
-        except (KeyError, ValueError, TypeError) as e:
-            out = {"error": f"bad design: {e!r}"}
-        print(json.dumps(out), flush=True)
+    evoq_eval.main(lambda design: evaluate(design, data, device))
 
 
 if __name__ == "__main__":

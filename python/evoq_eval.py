@@ -1,0 +1,302 @@
+"""evoq_eval: the evaluator side of evoq's line protocol, for Python evaluators.
+
+Write train_fn(design), which trains, calls report(step, fitness, **metrics)
+as it goes, stops when report() returns False, and returns the fitness (or
+(fitness, metrics)); then call main(train_fn). See README.md.
+
+The protocol, which this module speaks for you:
+
+One-shot (evoq starts the command once per design): stdin holds the design
+as one JSON object. stdout may carry report lines {"report": {"step": n,
+"fitness": x, "metrics": {...}}}, steps increasing; its last non-blank line
+is the result, {"fitness": x, "metrics": {...}} or {"infeasible": "why"}; a
+non-zero exit is an error. To stop a design the worker sends SIGTERM to the
+process group, then SIGKILL after its --stop-grace: report() then returns
+False so that the training can end cleanly.
+
+Persistent (--persistent sets EVOQ_PERSISTENT=1): one design per stdin
+line, with "attempt". Per design: report lines, then exactly one result
+line, which may also be {"error": "why"}. The worker answers each report
+line with one stdin line, {"continue": true} or {"continue": false,
+"reason": "..."}; after false the design ends at once with a result line
+(the worker records the last report's fitness). EOF between designs ends
+the process.
+
+Anything else on stdout is the evaluator's log: print freely. NaN or
+infinite metrics are sent as null; a NaN or infinite fitness is refused
+with ValueError (an error result). Call report() from one thread.
+"""
+import collections
+import json
+import math
+import numbers
+import os
+import signal
+import sys
+import traceback
+
+
+class Infeasible(Exception):
+    """Raise from train_fn when the design cannot be evaluated (too large,
+    say): its result is {"infeasible": str(exc)}, not an error."""
+
+
+Env = collections.namedtuple("Env", "run design_id attempt slot worker gpu persistent")
+
+
+class _Stdout:
+    """Stands in for sys.stdout and remembers whether the user's output
+    stopped mid-line: a report glued to the end of a log line would read as
+    log, and in persistent mode the worker would never answer it."""
+
+    def __init__(self, stream):
+        self.stream, self.midline = stream, False
+
+    def write(self, s):
+        if s:
+            self.midline = not s.endswith("\n")
+        return self.stream.write(s)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+# Protocol lines go to the process's real stdout, whatever the user's code
+# does to sys.stdout later. A sys.stdout someone already replaced (a
+# notebook, a test runner) is left alone.
+_OUT, _proxy = sys.__stdout__, None
+if _OUT is not None and sys.stdout is _OUT:
+    _proxy = sys.stdout = _Stdout(_OUT)
+
+
+class _State:
+    design = None        # the design being evaluated
+    serving = False      # inside serve(): persistent mode
+    last_step = None     # this design's last reported step and fitness
+    last_fitness = None
+    stopped = False      # this design is to stop now
+    term_handler = False
+
+
+_s = _State()
+
+
+def design():
+    """The current design: in one-shot mode read from stdin once."""
+    if _s.design is None:
+        _oneshot_only("design()")
+        text = _stdin().read()
+        if not text.strip():
+            raise ValueError("no design on stdin: evoq writes one as JSON; to try the evaluator by hand, "
+                             "pipe one in: echo '{\"id\": \"r-1\", \"genome\": {...}}' | python3 evaluate.py")
+        _s.design = _parse_design(text)
+    return _s.design
+
+
+def genome():
+    """The current design's genome."""
+    return design()["genome"]
+
+
+def stopped():
+    """Whether the current design is to stop (report() returned False)."""
+    return _s.stopped
+
+
+def report(step, fitness, **metrics):
+    """Report fitness after step steps of training; False means stop now.
+
+    In persistent mode this waits for the worker's answer; in one-shot mode
+    it never blocks and returns False once SIGTERM has come."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(f"report step must be an int >= 0, got {step!r}")
+    step = int(step)
+    if _s.last_step is not None and step <= _s.last_step:
+        raise ValueError(f"report step {step} does not follow step {_s.last_step}: "
+                         "steps must increase within a design (count epochs from 1, say)")
+    body = {"step": step, "fitness": _finite(fitness, f"report fitness at step {step}")}
+    if metrics:
+        body["metrics"] = _clean(metrics)
+    if not _s.serving:
+        _oneshot_only("report()")
+        _on_sigterm()
+    if _s.stopped:
+        return False
+    _emit({"report": body})
+    _s.last_step, _s.last_fitness = step, body["fitness"]
+    return _answer() if _s.serving else not _s.stopped
+
+
+def serve(train_fn):
+    """Persistent mode: evaluate one design per stdin line until EOF."""
+    _s.serving = True
+    try:
+        while True:
+            line = _readline()
+            if not line:
+                return
+            try:
+                d = _parse_design(line)
+            except ValueError as e:
+                _emit({"error": f"bad design line: {e}"})
+                continue
+            _s.design, _s.last_step, _s.last_fitness, _s.stopped = d, None, None, False
+            try:
+                out = _outcome(train_fn, d)
+            except Exception as e:
+                traceback.print_exc()
+                sys.stderr.flush()
+                out = _stopped_result() or {"error": f"{type(e).__name__}: {e}"}
+            _emit(out)
+            _s.design = None
+    finally:
+        _s.serving = False
+
+
+def run(train_fn):
+    """One-shot mode: evaluate the design on stdin and print its result.
+    Exceptions other than Infeasible propagate (exit code 1)."""
+    _oneshot_only("run()")
+    _emit(_outcome(train_fn, design()))
+
+
+def main(train_fn):
+    """serve(train_fn) when evoq started us with --persistent, else run(train_fn)."""
+    (serve if os.environ.get("EVOQ_PERSISTENT") == "1" else run)(train_fn)
+
+
+def env():
+    """Where this evaluation runs; None for what is not set."""
+    get = lambda name: os.environ.get(name) or None
+    num = lambda v: int(v) if v not in (None, "") else None
+    persistent = _s.serving or get("EVOQ_PERSISTENT") == "1"
+    if persistent:  # one process serves many designs: the design line says which
+        d = _s.design or {}
+        design_id, attempt = d.get("id"), d.get("attempt")
+    else:
+        design_id, attempt = get("EVOQ_DESIGN_ID"), num(get("EVOQ_ATTEMPT"))
+    return Env(get("EVOQ_RUN"), design_id, attempt, num(get("EVOQ_SLOT")), get("EVOQ_WORKER"),
+               get("EVOQ_GPU"), persistent)
+
+
+def _outcome(train_fn, d):
+    """The result line for train_fn(d); exceptions other than Infeasible propagate."""
+    try:
+        value = train_fn(d)
+    except Infeasible as e:
+        value = e
+    if _stopped_result():  # the worker ignores what a stopped design returns
+        return _stopped_result()
+    if isinstance(value, Infeasible):
+        return {"infeasible": str(value) or "infeasible"}
+    if isinstance(value, dict):
+        if "fitness" not in value:
+            raise ValueError(f"train_fn returned a dict without \"fitness\": {value!r}; "
+                             "raise evoq_eval.Infeasible(reason) for an infeasible design")
+        fitness, metrics = value["fitness"], value.get("metrics")
+    elif isinstance(value, tuple) and len(value) == 2:
+        fitness, metrics = value
+    else:
+        fitness, metrics = value, None
+    out = {"fitness": _finite(fitness, "train_fn's fitness")}
+    if metrics:
+        out["metrics"] = _clean(dict(metrics))
+    return out
+
+
+def _stopped_result():
+    if _s.stopped and _s.last_fitness is not None:
+        return {"fitness": _s.last_fitness, "metrics": {"stopped": True}}
+    return None
+
+
+def _answer():
+    """Read the worker's answer to the report just printed."""
+    line = _readline()
+    if not line:  # the worker is going away: end this design; serve() then meets EOF too
+        _s.stopped = True
+        return False
+    try:
+        go = json.loads(line)["continue"]
+        if not isinstance(go, bool):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"want {{\"continue\": true|false}} on stdin after a report, got {line[:200].decode('utf-8', 'replace')!r}: "
+                           "in persistent mode stdin belongs to the evoq worker") from None
+    _s.stopped = not go
+    return go
+
+
+def _oneshot_only(what):
+    if os.environ.get("EVOQ_PERSISTENT") == "1":
+        raise RuntimeError(f"{what} outside serve() with EVOQ_PERSISTENT=1: the worker sends one design per "
+                           "line; call evoq_eval.main(train_fn) or serve(train_fn), and design() in train_fn")
+
+
+def _on_sigterm():
+    # Installed at the first report, before its line goes out: a stop can
+    # only follow a report, and an evaluator that never reports keeps
+    # Python's default, where SIGTERM (a timeout, a shutdown) ends it at once.
+    if _s.term_handler:
+        return
+    _s.term_handler = True
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: setattr(_s, "stopped", True))
+    except ValueError:
+        pass  # not the main thread: SIGTERM keeps ending the process
+
+
+def _stdin():
+    return sys.__stdin__.buffer  # bytes, so that the locale cannot garble UTF-8 designs
+
+
+def _readline():
+    """The next non-blank stdin line, or empty at EOF."""
+    while (line := _stdin().readline()) and not line.strip():
+        pass
+    return line
+
+
+def _parse_design(text):
+    d = json.loads(text)
+    if not isinstance(d, dict):
+        raise ValueError(f"a design is a JSON object, got {type(d).__name__}")
+    return d
+
+
+def _finite(x, what):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"{what} must be a real number, got {type(x).__name__} {x!r} (float(t) for a tensor)")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} is {x}, not a finite number: report a finite value, "
+                         "or raise evoq_eval.Infeasible for a training that diverged")
+    return x
+
+
+def _clean(v):
+    """v as plain JSON; NaN and infinities become null, so that a loss
+    that diverged does not cost the design its fitness."""
+    if v is None or isinstance(v, (str, bool)):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    raise TypeError(f"metric value {v!r} of type {type(v).__name__} is not JSON: "
+                    "pass numbers, strings, bools, lists or dicts (float(t) for a tensor)")
+
+
+def _emit(obj):
+    line = json.dumps(obj, allow_nan=False) + "\n"
+    if sys.stdout is not None:
+        sys.stdout.flush()  # the user's log lines before this one go out first
+    if _proxy is not None and _proxy.midline:
+        line, _proxy.midline = "\n" + line, False
+    _OUT.write(line)
+    _OUT.flush()
