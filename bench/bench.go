@@ -6,8 +6,11 @@
 // Every figure comes from a structured source: the one JSON object that
 // `evoq run --json` and `evoq controller --json` print last (a
 // controller.Summary), the Dask baseline's own JSON line, the broker's
-// stream counts and /proc. No log text is read, so a reworded log line
-// cannot break a figure.
+// stream counts, a run's stored results, the stoplatency evaluator's own
+// JSON lines and /proc. One figure has no other source: the workers'
+// time to answer a report at a rung, which they log and store nowhere;
+// the fidelity workload reads it from their JSON log lines, in one
+// function whose test pins the worker's text (see rungAnswers).
 package bench
 
 import (
@@ -16,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,8 +65,9 @@ type Config struct {
 	// Smoke runs one short iteration of each workload: it checks that the
 	// bench runs and measures nothing. Defaults to false.
 	Smoke bool
-	// Python is the Python that has dask.distributed, for VsDask. Defaults
-	// to PythonDefault.
+	// Python is the Python that has dask.distributed, for VsDask; the
+	// stoplatency workload's evaluator runs with it too (it needs only the
+	// standard library). Defaults to PythonDefault.
 	Python string
 	// DaskScript is the Dask baseline script. Defaults to DaskBaseline,
 	// written to a temporary file while Run runs.
@@ -69,6 +75,15 @@ type Config struct {
 	// Dir holds the runs' stores. Defaults to a temporary directory,
 	// removed when Run returns.
 	Dir string
+	// Seeds is the number of seeds, 1..Seeds, of the fidelity workload.
+	// Defaults to 5, or 1 with Smoke.
+	Seeds int
+	// EvalHelper is the directory of evoq_eval.py, the Python helper the
+	// stoplatency workload's evaluator imports. Defaults to the python
+	// directory of the working directory or of its nearest parent that
+	// has python/evoq_eval.py: the repository's, from its root and from
+	// the directories go test runs in.
+	EvalHelper string
 	// Log receives one line as each workload starts: a full run takes
 	// minutes. Defaults to io.Discard.
 	Log io.Writer
@@ -93,6 +108,14 @@ func (c Config) validate() error {
 	}
 	if _, err := os.Stat(c.Evoq); err != nil {
 		return &ConfigError{Field: "Evoq", Value: c.Evoq, Reason: err.Error()}
+	}
+	if c.Seeds < 0 {
+		return &ConfigError{Field: "Seeds", Value: strconv.Itoa(c.Seeds), Reason: "want 1 or more (0 for the default)"}
+	}
+	if c.EvalHelper != "" {
+		if _, err := os.Stat(filepath.Join(c.EvalHelper, evalHelperFile)); err != nil {
+			return &ConfigError{Field: "EvalHelper", Value: c.EvalHelper, Reason: err.Error()}
+		}
 	}
 	if c.DaskScript != "" {
 		if _, err := os.Stat(c.DaskScript); err != nil {
@@ -127,6 +150,10 @@ type Row struct {
 	Memory *Memory            `json:"memory,omitempty"`
 	// Replay is what the restarted controller's summary says of its replay.
 	Replay *controller.Replay `json:"replay,omitempty"`
+	// Fidelity is the fidelity workload's figures.
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
+	// StopLatency is the stoplatency workload's figures.
+	StopLatency *StopLatency `json:"stop_latency,omitempty"`
 	// Met says whether the target was met; nil for a smoke run, which
 	// measures nothing.
 	Met  *bool  `json:"met,omitempty"`
@@ -187,9 +214,10 @@ func (r *runner) close() {
 	}
 }
 
-// prepare makes the store directory and, with VsDask, checks the Python
-// and writes out the baseline script before anything runs, so that a
-// missing Dask fails at once and not after minutes of evoq workloads.
+// prepare makes the store directory, finds the stoplatency workload's
+// Python helper and, with VsDask, checks the Python and writes out the
+// baseline script before anything runs, so that a missing Dask or helper
+// fails at once and not after minutes of evoq workloads.
 func (r *runner) prepare(ctx context.Context) error {
 	if r.cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "evoq-bench-")
@@ -200,6 +228,11 @@ func (r *runner) prepare(ctx context.Context) error {
 		r.cfg.Dir = d
 	} else if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
 		return &ConfigError{Field: "Dir", Value: r.cfg.Dir, Reason: err.Error()}
+	}
+	if slices.Contains(r.cfg.Workloads, "stoplatency") {
+		if err := r.prepareStopLatency(ctx); err != nil {
+			return err
+		}
 	}
 	if !r.cfg.VsDask {
 		return nil
@@ -227,6 +260,10 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 		err = r.runMemory(ctx, row)
 	case "replay":
 		err = r.runReplay(ctx, row)
+	case "fidelity":
+		err = r.runFidelity(ctx, row)
+	case "stoplatency":
+		err = r.runStopLatency(ctx, row)
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}

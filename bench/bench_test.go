@@ -147,6 +147,8 @@ func TestConfig(t *testing.T) {
 		{"missing binary", Config{Evoq: exe + ".gone"}, "Evoq"},
 		{"missing script", Config{Evoq: exe, DaskScript: exe + ".py"}, "DaskScript"},
 		{"unknown workload", Config{Evoq: exe, Workloads: []string{"noop", "fast"}}, "Workloads"},
+		{"negative seeds", Config{Evoq: exe, Seeds: -1}, "Seeds"},
+		{"helper directory without the helper", Config{Evoq: exe, EvalHelper: t.TempDir()}, "EvalHelper"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

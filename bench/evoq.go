@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,20 +26,56 @@ import (
 // evoqRun runs `evoq run` with args in a store of its own and returns its
 // summary.
 func (r *runner) evoqRun(ctx context.Context, name string, args []string) (*controller.Summary, error) {
-	dir := filepath.Join(r.cfg.Dir, name)
+	p, err := r.evoqRunIn(ctx, filepath.Join(r.cfg.Dir, name), args)
+	if err != nil {
+		return nil, err
+	}
+	return p.sum, nil
+}
+
+// evoqProc is what one `evoq run` left besides its store.
+type evoqProc struct {
+	sum *controller.Summary
+	// stderr is its log, its workers' too: `evoq run` hands its log flags
+	// to its worker processes and their stderr is its own.
+	stderr string
+	// wall is its time from start to exit, cpu the CPU time it and its
+	// worker processes used in that time.
+	wall, cpu time.Duration
+}
+
+// cpuShare is the share of the machine's CPU time the run used: near 1,
+// the figures measure a machine that is short of CPU, not evoq.
+func (p *evoqProc) cpuShare() float64 {
+	if p.wall <= 0 {
+		return 0
+	}
+	return sig4(p.cpu.Seconds() / (p.wall.Seconds() * float64(runtime.NumCPU())))
+}
+
+// evoqRunIn runs `evoq run` with args in store dir. args come after the
+// defaults, so a flag in args (--log-level) overrides them: the flag
+// package keeps the last value.
+func (r *runner) evoqRunIn(ctx context.Context, dir string, args []string) (*evoqProc, error) {
 	full := append([]string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json", "--log-level", "warn",
 		"--eval-logs", filepath.Join(dir, "eval-logs")}, args...)
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, r.cfg.Evoq, full...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	began := time.Now()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("evoq %s: %w\n%s", strings.Join(full, " "), err, tailText(errb.String(), 2000))
 	}
+	p := &evoqProc{stderr: errb.String(), wall: time.Since(began)}
+	// On Linux the usage wait4 reports includes the children the process
+	// reaped itself: evoq run waits for its workers.
+	p.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	sum, err := parseSummary(out.String())
 	if err != nil {
 		return nil, fmt.Errorf("evoq run: %w", err)
 	}
-	return sum, nil
+	p.sum = sum
+	return p, nil
 }
 
 // parseSummary reads the controller.Summary that `evoq run --json` and

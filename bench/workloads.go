@@ -11,8 +11,8 @@ import (
 type workload struct {
 	name  string
 	about string
-	// evoq run flags, full and smoke; nil for memory and replay, which
-	// start their processes themselves
+	// evoq run flags, full and smoke; nil for memory, replay, fidelity
+	// and stoplatency, which start their processes themselves
 	args, smokeArgs []string
 	// Dask baseline flags, full and smoke; nil: no Dask counterpart
 	dask, smokeDask []string
@@ -20,7 +20,8 @@ type workload struct {
 }
 
 // workloads are the benchmarks, in the order "all" runs them: replay reads
-// the store that memory wrote.
+// the store that memory wrote. fidelity and stoplatency start their own
+// runs: their settings are in fidelity.go and stoplatency.go.
 var workloads = []*workload{
 	{name: "noop", about: "no-op evaluations, 8 slots in 2 worker processes: evoq's own overhead",
 		args:      []string{"--evaluator", "noop", "--slots", "8", "--workers", "2", "--budget", "20000"},
@@ -48,6 +49,13 @@ var workloads = []*workload{
 		target: "rss at the end <= 2x rss after 10,000"},
 	{name: "replay", about: "a controller rebuilt from the memory workload's 1,000,000 results",
 		target: "results_per_s >= 100000"},
+	{name: "fidelity", about: "full training against early stopping (median, asha) on sim learning curves, " +
+		"same seeds and slots: slot-seconds to reach full training's best, best at equal slot-seconds",
+		target: "asha reaches full training's best in <= 35% of its slot-seconds and, at equal slot-seconds, " +
+			"finds a design at least as good (medians over the seeds)"},
+	{name: "stoplatency", about: "a persistent Python evaluator (python/evoq_eval.py) under asha: " +
+		"time from before each report() to its return, at the rungs",
+		target: "p99 <= 50 ms at the rungs, for every answer and for the stop answers alone"},
 }
 
 // Names are the workloads' names, in the order they run.
@@ -142,6 +150,10 @@ func met(row *Row) bool {
 		return row.Memory.Ratio <= 2
 	case "replay":
 		return row.Replay.ResultsPerS >= 100000
+	case "fidelity":
+		return row.Fidelity.ReachMet && row.Fidelity.EqualMet
+	case "stoplatency":
+		return row.StopLatency.met()
 	}
 	return false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -24,19 +25,24 @@ type benchCmd struct {
 	python    string
 	script    string
 	dir       string
+	seeds     int
+	helper    string
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", "Runs named workloads end to end with real worker processes over TCP and prints evoq run's figures;\n"+
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
-		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote).", c.env.Stderr)
+		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
+		"fidelity (full training against early stopping) and stoplatency (a persistent Python evaluator's stop answers).", c.env.Stderr)
 	fs.StringVar(&c.workloads, "workload", "noop,sim", "comma-separated workloads, or all")
 	fs.BoolVar(&c.vsDask, "vs-dask", false, "run the Dask baseline of each workload too (needs Debian's python3-distributed)")
 	fs.BoolVar(&c.smoke, "smoke", false, "one short iteration of each workload: checks that the bench runs, measures nothing")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
-	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed")
+	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity: seeds 1..N (default 5, 1 with --smoke)")
+	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -45,7 +51,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("find the evoq binary: %w", err)
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
-		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names()}
+		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper}
 	if c.workloads != "all" {
 		cfg.Workloads = strings.Split(c.workloads, ",")
 		for i, w := range cfg.Workloads {
@@ -65,8 +71,8 @@ func benchFlagErr(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	flag := map[string]string{"Workloads": "--workload", "Python": "--vs-dask: --python", "DaskScript": "--dask-script",
-		"Dir": "--dir"}[ce.Field]
+	flag := map[string]string{"Workloads": "--workload", "Python": "--python", "DaskScript": "--dask-script",
+		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper"}[ce.Field]
 	if flag == "" {
 		return err
 	}
@@ -101,6 +107,13 @@ func (c *benchCmd) print(rep *bench.Report) error {
 		case r.Replay != nil:
 			fmt.Fprintf(w, "  results replayed\t%d in %g s\n", r.Replay.Results, r.Replay.Seconds)
 			fmt.Fprintf(w, "  results_per_s\t%g\n", r.Replay.ResultsPerS)
+		case r.Fidelity != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			printFidelity(c.env.Stdout, r.Fidelity, rep.Smoke)
+		case r.StopLatency != nil:
+			printStopLatency(w, r.StopLatency)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)
@@ -139,4 +152,82 @@ func printEvoqRow(w *tabwriter.Writer, r *bench.Row) {
 	fmt.Fprintf(w, "  gap_p50_ms\t%g\t%s\t%s\n", s.GapP50Ms, d("gap_p50_ms"), ratio("gap_p50_ms (dask/evoq)"))
 	fmt.Fprintf(w, "  gap_p99_ms\t%g\t%s\t%s\n", s.GapP99Ms, d("gap_p99_ms"), ratio("gap_p99_ms (dask/evoq)"))
 	fmt.Fprintf(w, "  wall_s\t%g\t%s\t\n", s.WallS, d("wall_s"))
+}
+
+// printFidelity prints the fidelity workload's runs, one row per run of
+// each seed, then each rule's medians, the decision times and the two
+// halves of the target.
+func printFidelity(out io.Writer, f *bench.Fidelity, smoke bool) {
+	s := f.Settings
+	fmt.Fprintf(out, "  %d slots in %d worker processes; sim curves of %d steps, mean %g s a design; early stopping with min-step 1, eta 3, max-step %d\n",
+		s.Slots, s.Workers, s.Steps, s.SimMeanS, s.Steps)
+	fmt.Fprintf(out, "  budgets in designs: full %d, median %d, asha %d; seeds 1..%d; slot-seconds count time inside evaluations only\n",
+		s.Budget, s.Budget*s.Factor["median"], s.Budget*s.Factor["asha"], s.Seeds)
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "  seed\trun\tok / stopped\tbest\tslot-s\twall s\tcpu\treached full's best\tbest at equal slot-s\n")
+	for _, fs := range f.Seeds {
+		full := fs.Full
+		fmt.Fprintf(w, "  %d\tfull\t%d / %d\t%.4f\t%g\t%g\t%g\tits best at %s\t\n", fs.Seed, full.OK, full.Stopped, full.Best,
+			full.SlotS, full.WallS, full.CPUShare, pct(fs.FullBestShare))
+		for _, r := range fs.Rules {
+			reached := fmt.Sprintf("not reached (best %.4f)", r.Best)
+			if r.Reached {
+				reached = fmt.Sprintf("at %s (%g slot-s)", pct(r.ReachedShare), r.ReachedSlotS)
+			}
+			equal := fmt.Sprintf("%.4f (%+.4f), %d designs", r.BestAtEqual, r.Delta, r.DesignsAtEqual)
+			if r.Short {
+				equal += fmt.Sprintf("; ended short at %s: its final best", pct(r.Coverage))
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%d / %d\t%.4f\t%g\t%g\t%g\t%s\t%s\n", fs.Seed, r.Rule, r.OK, r.Stopped, r.Best,
+				r.SlotS, r.WallS, r.CPUShare, reached, equal)
+		}
+	}
+	w.Flush()
+	for _, m := range f.Medians {
+		share := "most seeds never reached it"
+		if m.ReachedShare != nil {
+			share = "median " + pct(*m.ReachedShare)
+		}
+		fmt.Fprintf(out, "  median of %d seeds, %s: reached full's best in %d (%s); best at equal slot-s %.4f against full's %.4f, median difference %+.4f",
+			len(f.Seeds), m.Rule, m.Reached, share, m.BestAtEqual, m.FullBest, m.Delta)
+		if m.Short > 0 {
+			fmt.Fprintf(out, "; %d ended short", m.Short)
+		}
+		fmt.Fprintln(out)
+	}
+	if d := f.Decisions; d != nil {
+		fmt.Fprintf(out, "  decision latency, asha runs' workers (answer_ms of %d rung decisions; the controllers made %d): p50 %g ms, p99 %g ms, max %g ms\n",
+			d.N, f.Asked, d.P50, d.P99, d.Max)
+	}
+	fmt.Fprintf(out, "  largest CPU share of a run: %g of the machine\n", f.CPUShareMax)
+	if !smoke {
+		fmt.Fprintf(out, "  asha reaches full's best in <= 35%% of its slot-seconds: %s; at equal slot-seconds at least as good: %s\n",
+			verdict(f.ReachMet), verdict(f.EqualMet))
+	}
+}
+
+// printStopLatency prints the stoplatency workload's answer times.
+func printStopLatency(w io.Writer, s *bench.StopLatency) {
+	fmt.Fprintf(w, "  run\t%d slots in %d worker processes, %d designs of %d steps of %g ms, asha at steps %v\n",
+		s.Slots, s.Workers, s.Budget, s.Steps, s.StepMs, s.Rungs)
+	fmt.Fprintf(w, "  ok / stopped\t%d / %d (wall %g s, CPU share %g)\n", s.OK, s.Stopped, s.WallS, s.CPUShare)
+	q := func(name string, x *bench.Quantiles) {
+		if x == nil {
+			fmt.Fprintf(w, "  %s\tnone\n", name)
+			return
+		}
+		fmt.Fprintf(w, "  %s\tp50 %g ms, p99 %g ms, max %g ms (%d answers)\n", name, x.P50, x.P99, x.Max, x.N)
+	}
+	q("report() at rungs", s.Rung)
+	q("  of which stop", s.Stop)
+	q("report() elsewhere", s.Other)
+}
+
+func pct(share float64) string { return fmt.Sprintf("%.1f%%", share*100) }
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
 }
