@@ -284,5 +284,3 @@ func (b *bundle) putRunRule(t *testing.T, run string, rule *schema.EarlyStop) {
 		t.Fatal(err)
 	}
 }
-
-
