@@ -52,6 +52,7 @@ type stopper struct {
 // waitingAsk is a question about a report not folded yet.
 type waitingAsk struct {
 	msg   *nats.Msg
+	ask   *schema.Ask
 	since time.Time
 }
 
@@ -123,7 +124,7 @@ func (s *stopper) onReport(msg jetstream.Msg) {
 		s.reported()
 	}
 	for _, a := range s.waiting[seq] {
-		s.answer(a.msg, seq)
+		s.answer(a.msg, a.ask)
 	}
 	delete(s.waiting, seq)
 	if s.replayTo > 0 && s.rungs.Reports() > 0 && meta.NumPending == 0 {
@@ -166,10 +167,10 @@ func (s *stopper) onAsk(msg *nats.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a.StreamSeq <= s.folded {
-		s.answer(msg, a.StreamSeq)
+		s.answer(msg, a)
 		return
 	}
-	s.waiting[a.StreamSeq] = append(s.waiting[a.StreamSeq], waitingAsk{msg: msg, since: time.Now()})
+	s.waiting[a.StreamSeq] = append(s.waiting[a.StreamSeq], waitingAsk{msg: msg, ask: a, since: time.Now()})
 }
 
 // answerable reports whether an answer may go to reply: the inbox of a
@@ -186,13 +187,12 @@ func answerable(reply, run string) bool {
 
 // answer sends the decision taken at the report at seq; a report the rule
 // did not decide at (or whose decision is dropped) goes on.
-func (s *stopper) answer(msg *nats.Msg, seq uint64) {
-	d, ok := s.decisions[seq]
+func (s *stopper) answer(msg *nats.Msg, a *schema.Ask) {
+	d, ok := s.decisions[a.StreamSeq]
 	if !ok {
-		a, _ := schema.DecodeAsk(msg.Data)
 		d = schema.Decision{Run: s.run, DesignID: a.DesignID, Step: a.Step, Reason: "no rung decision at this report"}
 	} else {
-		delete(s.decisions, seq)
+		delete(s.decisions, a.StreamSeq)
 	}
 	if b, err := schema.EncodeDecision(&d); err == nil {
 		_ = msg.Respond(b)
