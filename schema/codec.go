@@ -315,6 +315,14 @@ func (d *Design) Validate() error {
 	if d.Created.IsZero() {
 		return invalid("design", "created", "missing")
 	}
+	if d.Inherit != nil {
+		if err := d.Inherit.Validate(); err != nil {
+			return err
+		}
+		if len(d.Parents) == 0 || d.Inherit.Design != d.Parents[0] {
+			return invalid("design", "inherit", "checkpoint of %s, not of the design's parent", d.Inherit.Design)
+		}
+	}
 	return d.validateRetry()
 }
 
@@ -382,6 +390,14 @@ func (r *Result) Validate() error {
 	}
 	if math.IsNaN(r.Fitness) || math.IsInf(r.Fitness, 0) {
 		return invalid("result", "fitness", "%v is not finite", r.Fitness)
+	}
+	if r.Checkpoint != nil {
+		if err := r.Checkpoint.Validate(); err != nil {
+			return err
+		}
+		if r.Checkpoint.Design != r.DesignID {
+			return invalid("result", "checkpoint", "of design %s, not %s", r.Checkpoint.Design, r.DesignID)
+		}
 	}
 	return r.validateWhere()
 }
@@ -460,6 +476,11 @@ func (r *Run) Validate() error {
 	}
 	if r.QuarantineAfter != nil && *r.QuarantineAfter < 0 {
 		return invalid("run", "quarantine_after", "%d < 0", *r.QuarantineAfter)
+	}
+	if r.Checkpoints != nil {
+		if err := r.Checkpoints.Validate(); err != nil {
+			return err
+		}
 	}
 	if r.EarlyStop != nil {
 		return r.EarlyStop.Validate()

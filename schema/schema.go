@@ -131,6 +131,10 @@ type Design struct {
 	// take it.
 	AvoidHosts   []string `msgpack:"avoid_hosts,omitempty" json:"avoid_hosts,omitempty"`
 	AvoidWorkers []string `msgpack:"avoid_workers,omitempty" json:"avoid_workers,omitempty"`
+	// Inherit is the parent's checkpoint a mutant of a run with
+	// inheritance starts from; nil when the run has none or the parent
+	// stored none.
+	Inherit *CheckpointRef `msgpack:"inherit,omitempty" json:"inherit,omitempty"`
 }
 
 // Avoids reports whether a worker with ID worker on host should hand d
@@ -184,6 +188,12 @@ type Result struct {
 	// on, a lost design. A pointer, because exit 0 is worth recording.
 	Exit   *int   `msgpack:"exit,omitempty" json:"exit,omitempty"`
 	Signal string `msgpack:"signal,omitempty" json:"signal,omitempty"`
+	// Checkpoint is the checkpoint the evaluation stored, stored before
+	// the result; nil when it wrote none. CheckpointError says why one it
+	// wrote was not stored (larger than the run's limit, a store that
+	// refused it): the result counts all the same.
+	Checkpoint      *CheckpointRef `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	CheckpointError string         `msgpack:"checkpoint_error,omitempty" json:"checkpoint_error,omitempty"`
 }
 
 // Duration is the evaluation's wall time as measured by the worker.
@@ -251,6 +261,9 @@ type Run struct {
 	// EarlyStop is the run's early-stopping rule; nil: none (every
 	// evaluation runs to its end), as in runs recorded before it existed.
 	EarlyStop *EarlyStop `msgpack:"early_stop,omitempty" json:"early_stop,omitempty"`
+	// Checkpoints are the run's checkpoint settings; nil: its evaluators
+	// store none, as in runs recorded before checkpoints existed.
+	Checkpoints *Checkpoints `msgpack:"checkpoints,omitempty" json:"checkpoints,omitempty"`
 	// Changes are the settings changed on purpose by restarts, oldest first.
 	Changes []Change `msgpack:"changes,omitempty" json:"changes,omitempty"`
 	// FailFast is how many first attempts the fail-fast check judges: the

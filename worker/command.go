@@ -35,7 +35,8 @@ const (
 
 // Command runs an external evaluator per design: `sh -c Cmd`, the design as
 // JSON on stdin, EVOQ_RUN, EVOQ_DESIGN_ID, EVOQ_ATTEMPT, EVOQ_SLOT and
-// EVOQ_WORKER in its environment. The last non-empty stdout line must be a
+// EVOQ_WORKER in its environment (and EVOQ_CHECKPOINT_OUT and
+// EVOQ_PARENT_CHECKPOINT when there are: see Task). The last non-empty stdout line must be a
 // JSON object: {"fitness": 0.93, "metrics": {...}} or {"infeasible":
 // "reason"}. A non-zero exit is an error result carrying the tail of
 // stderr. The evaluator runs in its own process group, which is killed as a
@@ -309,7 +310,7 @@ func taskEnv(t Task) []string {
 		"EVOQ_ATTEMPT=" + strconv.Itoa(t.Attempt),
 		"EVOQ_SLOT=" + strconv.Itoa(t.Slot),
 		"EVOQ_WORKER=" + t.Worker,
-	}, GPUEnv(t.GPU)...)
+	}, append(checkpointEnv(t), GPUEnv(t.GPU)...)...)
 }
 
 // waitGroup waits for cmd; when ctx ends first it kills cmd's whole process
@@ -523,4 +524,17 @@ func (l *lastLine) Line() (string, int) {
 		n = len(t)
 	}
 	return t, n
+}
+
+// checkpointEnv tells an evaluator where to write its design's checkpoint
+// and where its parent's is; each is absent when there is none.
+func checkpointEnv(t Task) []string {
+	var env []string
+	if t.CheckpointOut != "" {
+		env = append(env, "EVOQ_CHECKPOINT_OUT="+t.CheckpointOut)
+	}
+	if t.ParentCheckpoint != "" {
+		env = append(env, "EVOQ_PARENT_CHECKPOINT="+t.ParentCheckpoint)
+	}
+	return env
 }

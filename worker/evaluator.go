@@ -18,6 +18,15 @@ type Task struct {
 	// Reports takes the evaluation's intermediate reports; nil takes
 	// none (Report then always goes on).
 	Reports Reporter
+	// CheckpointOut is the file the evaluator may write the design's
+	// checkpoint to (EVOQ_CHECKPOINT_OUT), "" when the run stores none.
+	// The worker stores what it holds when the evaluation ends, whatever
+	// its status; the file need not exist.
+	CheckpointOut string
+	// ParentCheckpoint is a file holding the checkpoint the design
+	// inherits (EVOQ_PARENT_CHECKPOINT), checked against
+	// Design.Inherit; "" when it has none to start from. Read it only.
+	ParentCheckpoint string
 }
 
 // Progress is one intermediate report of an evaluation: its fitness after

@@ -19,7 +19,9 @@ import (
 // Persistent runs one long-lived evaluator process per slot (`sh -c Cmd`),
 // so that heavy imports such as PyTorch happen once, not per design. For
 // each design it writes one JSON line to the process's stdin — the design
-// as the one-shot evaluator gets it, plus "attempt" — and reads stdout
+// as the one-shot evaluator gets it, plus "attempt" and, when there are,
+// "checkpoint_out" and "parent_checkpoint" (the one-shot evaluator's
+// EVOQ_CHECKPOINT_OUT and EVOQ_PARENT_CHECKPOINT) — and reads stdout
 // until a line that is a result object: {"fitness": x, "metrics": {...}},
 // {"infeasible": "reason"} or {"error": "reason"}. Other lines are the
 // evaluator's own output. If the process dies, the design is handed back
@@ -66,8 +68,10 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	line, err := json.Marshal(struct {
 		*schema.Design
-		Attempt int `json:"attempt"`
-	}{t.Design, t.Attempt})
+		Attempt          int    `json:"attempt"`
+		CheckpointOut    string `json:"checkpoint_out,omitempty"`
+		ParentCheckpoint string `json:"parent_checkpoint,omitempty"`
+	}{t.Design, t.Attempt, t.CheckpointOut, t.ParentCheckpoint})
 	if err != nil {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
