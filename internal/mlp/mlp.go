@@ -39,6 +39,15 @@ type Result struct {
 	// Epochs is the number of epochs actually trained; it is less than the
 	// genome's when training diverged and was stopped early.
 	Epochs int
+	// Inherited says whether the network started from its parent's
+	// weights (EvaluateFrom): some of its layers did.
+	Inherited bool
+	// InheritedParams is the number of parameters copied from the parent
+	// before training; 0 when Inherited is false.
+	InheritedParams int
+	// InheritReason says why a network given a parent checkpoint did not
+	// inherit from it; "" when it did, or was given none.
+	InheritReason string
 }
 
 // Evaluate trains the network described by genome and returns its validation
@@ -55,24 +64,70 @@ type Result struct {
 // bad values returns a descriptive error. If ctx is cancelled, training stops
 // at the next epoch boundary and ctx.Err() is returned.
 func Evaluate(ctx context.Context, genome map[string]any) (Result, error) {
+	res, _, err := EvaluateFrom(ctx, genome, nil)
+	return res, err
+}
+
+// EvaluateFrom is Evaluate for a design that inherits its parent's
+// weights: it builds the network as Evaluate does, with the same seeded
+// initialisation, copies into it every layer of the parent checkpoint
+// whose weights and biases have the names and shapes of its own, trains it
+// as Evaluate does, and returns with the result the trained network's
+// checkpoint, for the design's own children.
+//
+// Hidden layer i is named "layer<i>" and the output layer "output": a
+// layer that was resized, or whose input width changed, keeps its fresh
+// weights; a layer added at the end leaves the parent's output layer
+// unused unless the new layer is as wide as the parent's last. A layer is
+// inherited whole or not at all (see Result.InheritedParams).
+//
+// A nil or empty parent means none: the result is Evaluate's. A parent
+// that does not decode (not an mlp checkpoint, another version, truncated
+// or corrupt) or has no layer of the design's shape is not an error: the
+// network trains from its fresh weights and Result.InheritReason says why.
+//
+// The checkpoint is nil when there is an error, or when training diverged
+// (its weights are of no use to a child). Errors are Evaluate's.
+func EvaluateFrom(ctx context.Context, genome map[string]any, parent []byte) (Result, []byte, error) {
 	c, err := parseGenome(genome)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	res := Result{Params: c.params()}
 	if res.Params > MaxParams {
-		return res, fmt.Errorf("%w: %d parameters exceed the limit of %d", ErrInfeasible, res.Params, MaxParams)
+		return res, nil, fmt.Errorf("%w: %d parameters exceed the limit of %d", ErrInfeasible, res.Params, MaxParams)
 	}
 	train, val := splits()
 	seed := c.seed()
 	rng := rand.New(rand.NewPCG(seed, seed^0xa0761d6478bd642f))
 	n := newNet(&c, rng)
+	if len(parent) > 0 {
+		res.inheritFrom(n, parent)
+	}
 	if res.Epochs, err = n.train(ctx, &c, &train, rng); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.TrainAccuracy, _ = n.score(&train)
 	res.Accuracy, res.Loss = n.score(&val)
-	return res, nil
+	if n.diverged {
+		return res, nil, nil
+	}
+	return res, encodeCheckpoint(n), nil
+}
+
+// inheritFrom copies what it can of the parent checkpoint into n and
+// records in r what it did, or why it did nothing.
+func (r *Result) inheritFrom(n *net, parent []byte) {
+	ts, err := decodeCheckpoint(parent)
+	if err != nil {
+		r.InheritReason = err.Error()
+		return
+	}
+	r.InheritedParams = n.inherit(ts)
+	r.Inherited = r.InheritedParams > 0
+	if !r.Inherited {
+		r.InheritReason = "no layer of the parent checkpoint has a shape of this design's"
+	}
 }
 
 // train runs up to c.epochs epochs of minibatch SGD over d, visiting the

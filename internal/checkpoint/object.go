@@ -1,0 +1,190 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Object is the store in the broker's object store, bucket
+// schema.CheckpointBucket(run), one object per design named by its ID.
+// Evaluators write to files under Local, which the worker uploads.
+type Object struct {
+	obs   jetstream.ObjectStore
+	js    jetstream.JetStream
+	run   string
+	local string
+}
+
+// CreateObject declares run's bucket, with replicas copies of its
+// stream, and returns its store; local is as for OpenObject.
+func CreateObject(ctx context.Context, js jetstream.JetStream, run string, replicas int, local string) (*Object, error) {
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      schema.CheckpointBucket(run),
+		Description: "evoq checkpoints of run " + run,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), err)
+	}
+	return &Object{obs: obs, js: js, run: run, local: local}, nil
+}
+
+// OpenObject binds to run's bucket, which its controller declared; local
+// is the directory of the files that pass between evaluators and the
+// broker ("" when this client only deletes and lists).
+func OpenObject(ctx context.Context, js jetstream.JetStream, run, local string) (*Object, error) {
+	obs, err := js.ObjectStore(ctx, schema.CheckpointBucket(run))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint bucket %s: %w", schema.CheckpointBucket(run), err)
+	}
+	return &Object{obs: obs, js: js, run: run, local: local}, nil
+}
+
+// OutPath implements Store.
+func (o *Object) OutPath(design, tag string) string {
+	return filepath.Join(o.local, design+"."+tag+schema.CheckpointPartial)
+}
+
+// Put implements Store. The object store publishes the chunks first and
+// the object's metadata last: until that, no reader finds it.
+func (o *Object) Put(ctx context.Context, design, path string) (schema.CheckpointRef, error) {
+	defer os.Remove(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return schema.CheckpointRef{}, err
+	}
+	defer f.Close()
+	d := newDigester(f)
+	if _, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: design}, d); err != nil {
+		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w", design, err)
+	}
+	return d.ref(design), nil
+}
+
+// Fetch implements Store: it downloads into dst.
+func (o *Object) Fetch(ctx context.Context, ref schema.CheckpointRef, dst string) (string, error) {
+	err := o.obs.GetFile(ctx, ref.Design, dst)
+	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		return "", fmt.Errorf("%w: %s", ErrNotFound, ref.Design)
+	case errors.Is(err, jetstream.ErrDigestMismatch):
+		os.Remove(dst)
+		return "", fmt.Errorf("%w: %s: %v", ErrCorrupt, ref.Design, err)
+	case err != nil:
+		os.Remove(dst)
+		return "", fmt.Errorf("fetch checkpoint of %s: %w", ref.Design, err)
+	}
+	if err := Verify(dst, ref); err != nil {
+		os.Remove(dst)
+		return "", err
+	}
+	return dst, nil
+}
+
+// Delete implements Store.
+func (o *Object) Delete(ctx context.Context, design string) error {
+	err := o.obs.Delete(ctx, design)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	return err
+}
+
+// List implements Store.
+func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
+	infos, err := o.obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]schema.CheckpointRef, 0, len(infos))
+	for _, in := range infos {
+		refs = append(refs, schema.CheckpointRef{Design: in.Name, Size: int64(in.Size), Digest: hexDigest(in.Digest)})
+	}
+	return refs, nil
+}
+
+// Sweep implements Store: it purges the chunks of objects whose metadata
+// never came (an upload cut short by a worker's death), once their last
+// chunk is OrphanAge old. An upload in progress adds chunks as it goes.
+func (o *Object) Sweep(ctx context.Context) (int, error) {
+	infos, err := o.obs.List(ctx, jetstream.ListObjectsShowDeleted())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, err
+	}
+	known := map[string]bool{}
+	for _, in := range infos {
+		if !in.Deleted {
+			known[in.NUID] = true
+		}
+	}
+	stream, err := o.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket(o.run))
+	if err != nil {
+		return 0, err
+	}
+	prefix := "$O." + schema.CheckpointBucket(o.run) + ".C."
+	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for subj := range si.State.Subjects {
+		if known[strings.TrimPrefix(subj, prefix)] {
+			continue
+		}
+		last, err := stream.GetLastMsgForSubject(ctx, subj)
+		if err != nil || last.Time.After(timeNow().Add(-OrphanAge)) {
+			continue
+		}
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// hexDigest turns the object store's digest (SHA-256=<base64url>) into a
+// CheckpointRef's.
+func hexDigest(d string) string {
+	b64, ok := strings.CutPrefix(d, "SHA-256=")
+	if !ok {
+		return ""
+	}
+	b, err := base64.URLEncoding.DecodeString(b64)
+	if err != nil {
+		return ""
+	}
+	return schema.DigestPrefix + hex.EncodeToString(b)
+}
+
+// digester hashes and counts what passes through it.
+type digester struct {
+	r io.Reader
+	h hashCounter
+}
+
+func newDigester(r io.Reader) *digester { return &digester{r: r, h: newHashCounter()} }
+
+func (d *digester) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	d.h.Write(p[:n])
+	return n, err
+}
+
+func (d *digester) ref(design string) schema.CheckpointRef {
+	return schema.CheckpointRef{Design: design, Size: d.h.n, Digest: d.h.digest()}
+}
