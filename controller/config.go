@@ -95,6 +95,9 @@ type Config struct {
 	// run has, so it is fixed for the run's life. nil means not given;
 	// a rule named RuleNone means none, explicitly. Defaults to none.
 	EarlyStop *schema.EarlyStop
+	// Checkpoints are the run's checkpoint store and inheritance (see
+	// CheckpointConfig).
+	Checkpoints CheckpointConfig
 	// Replicas is the number of copies of the streams and buckets, each on
 	// another node of a JetStream cluster: 1, 3 or 5 (broker.WithReplicas),
 	// at most the cluster's size. Defaults to 1.
@@ -177,6 +180,7 @@ func (c Config) withDefaults() Config {
 	if c.EarlyStop != nil && c.EarlyStop.Rule == RuleNone {
 		c.EarlyStop = nil
 	}
+	c.Checkpoints = c.Checkpoints.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -225,6 +229,9 @@ func (c Config) Validate() error {
 // checks everything once defaults are in.
 func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
+		return err
+	}
+	if err := c.Checkpoints.validate(); err != nil {
 		return err
 	}
 	return firstBad(
@@ -322,7 +329,7 @@ func (c Config) Fields() logrus.Fields {
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
 		"fail_fast":     failFastText(c.FailFast),
 		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
-		"early_stop": EarlyStopText(c.EarlyStop),
+		"early_stop": EarlyStopText(c.EarlyStop), "checkpoints": CheckpointText(c.Checkpoints.record()),
 	}
 }
 

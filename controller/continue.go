@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,6 +126,9 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 		return cfg, nil, err
 	}
 	if err := continueEarlyStop(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
+	if err := continueCheckpoints(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
 	continueQuarantine(rec, &cfg, k, now)
@@ -427,5 +431,61 @@ func RecordSettings(rec *schema.Run) []string {
 	if rec.EarlyStop != nil {
 		out = append(out, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))
 	}
+	if c := rec.Checkpoints; c != nil {
+		if c.Store == schema.CheckpointDir {
+			out = append(out, "checkpoint_dir="+c.Dir)
+		}
+		out = append(out, fmt.Sprintf("max_checkpoint=%d", c.Max), "keep_checkpoints="+c.Keep, fmt.Sprintf("inherit=%t", c.Inherit))
+	}
 	return out
+}
+
+// continueCheckpoints takes the checkpoint settings from the record,
+// field by field. The store is fixed: the pool's checkpoints are in it.
+// The limit, what is kept and inheritance decide nothing the fold reads,
+// so a given value that differs is a change. A record without them (a run
+// recorded before checkpoints existed) takes the given or default ones.
+func continueCheckpoints(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
+	r, c := rec.Checkpoints, &cfg.Checkpoints
+	if r == nil {
+		k.Recorded = append(k.Recorded, "checkpoints")
+		return nil
+	}
+	where := func(dir string) string {
+		if dir == "" {
+			return "the broker's object store"
+		}
+		return dir
+	}
+	switch {
+	case c.Dir == "" && r.Store == schema.CheckpointDir:
+		c.Dir = r.Dir
+		k.Taken = append(k.Taken, "checkpoint_dir="+r.Dir)
+	case c.Dir != "" && c.Dir != r.Dir:
+		return &SettingError{Field: "Checkpoints.Dir", Recorded: where(r.Dir), Given: c.Dir,
+			Why: "the run's checkpoints are in its recorded store, so it cannot change mid-run (leave it out to continue with the recorded store)"}
+	}
+	change := func(name string, given *string, recorded string) {
+		switch {
+		case *given == "":
+			*given = recorded
+			k.Taken = append(k.Taken, name+"="+recorded)
+		case *given != recorded:
+			k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: recorded, To: *given})
+		}
+	}
+	change("keep_checkpoints", &c.Keep, r.Keep)
+	maxText := ""
+	if c.Max != 0 {
+		maxText = fmt.Sprint(c.Max)
+	}
+	change("max_checkpoint", &maxText, fmt.Sprint(r.Max))
+	c.Max, _ = strconv.ParseInt(maxText, 10, 64)
+	inherit := ""
+	if c.Inherit != nil {
+		inherit = strconv.FormatBool(*c.Inherit)
+	}
+	change("inherit", &inherit, strconv.FormatBool(r.Inherit))
+	c.Inherit = new(inherit == "true")
+	return nil
 }

@@ -18,7 +18,8 @@ func recorded(t *testing.T) *schema.Run {
 	sp := mlpSpace(t)
 	return &schema.Run{Run: "x", Phase: schema.PhaseRunning, Budget: 300, Space: sp.Name(), SpaceYAML: sp.Source(),
 		Seed: 7, AckWait: 30 * time.Second, Init: 30, Pool: 15, Replace: "worst", Tournament: 3,
-		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10, ErrorRetries: new(1), QuarantineAfter: new(3)}
+		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10, ErrorRetries: new(1), QuarantineAfter: new(3),
+		Checkpoints: &schema.Checkpoints{Store: schema.CheckpointDir, Dir: "/shared/ckpt", Max: 4096, Keep: schema.KeepBest, Inherit: true}}
 }
 
 func TestContinueTakesTheRecord(t *testing.T) {
@@ -41,7 +42,7 @@ func TestContinueTakesTheRecord(t *testing.T) {
 	}
 	taken := strings.Join(k.Taken, " ")
 	for _, want := range []string{"budget=300", "seed=7", "init=30", "pool=15", "tournament=3", "replace=worst", "space=mlp-spirals", "margin=auto", "ack_wait=30s",
-		"error_retries=1", "quarantine_after=3"} {
+		"error_retries=1", "quarantine_after=3", "checkpoint_dir=/shared/ckpt", "max_checkpoint=4096", "keep_checkpoints=best", "inherit=true"} {
 		if !strings.Contains(taken, want) {
 			t.Errorf("taken %q lacks %s", taken, want)
 		}
@@ -127,6 +128,7 @@ func TestContinueOlderRecord(t *testing.T) {
 	t.Parallel()
 	rec := recorded(t)
 	rec.Tournament, rec.Margin, rec.MaxDeliver, rec.FailFast, rec.ErrorRetries, rec.QuarantineAfter = 0, 0, 0, 0, nil, nil
+	rec.Checkpoints = nil
 	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5, ExpectSlots: 40}, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +140,7 @@ func TestContinueOlderRecord(t *testing.T) {
 	if *cfg.ErrorRetries != 0 || cfg.Rules().ErrorRetries != 0 {
 		t.Errorf("error retries %d; want 0, the rule the run's results were counted by", *cfg.ErrorRetries)
 	}
-	if got := strings.Join(k.Recorded, " "); got != "tournament error_retries quarantine_after margin max_deliver fail_fast" {
+	if got := strings.Join(k.Recorded, " "); got != "tournament error_retries checkpoints quarantine_after margin max_deliver fail_fast" {
 		t.Errorf("recorded now: %q", got)
 	}
 	var se *SettingError
@@ -252,5 +254,40 @@ func TestContinueSeedZero(t *testing.T) {
 	var se *SettingError
 	if _, _, err := resolve(rec, Config{Run: "x", Seed: new(uint64(5))}, time.Now); !errors.As(err, &se) || se.Field != "Seed" {
 		t.Fatalf("seed 5 against a recorded 0: %v; want a SettingError on Seed", err)
+	}
+}
+
+// The checkpoint store is fixed for the run; its limit, what it keeps and
+// inheritance may change, and a change is recorded.
+func TestContinueCheckpoints(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cfg, k, err := resolve(recorded(t), Config{Run: "x", Checkpoints: CheckpointConfig{Max: 8192, Inherit: new(false)}}, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Checkpoints.record()
+	want := schema.Checkpoints{Store: schema.CheckpointDir, Dir: "/shared/ckpt", Max: 8192, Keep: schema.KeepBest, Inherit: false}
+	if *got != want {
+		t.Errorf("continued with %+v, want %+v", *got, want)
+	}
+	changes := map[string]string{}
+	for _, c := range k.Changes {
+		changes[c.Setting] = c.From + "->" + c.To
+	}
+	if changes["max_checkpoint"] != "4096->8192" || changes["inherit"] != "true->false" || len(changes) != 2 {
+		t.Errorf("changes %v; want max_checkpoint and inherit", changes)
+	}
+	for _, dir := range []string{"/elsewhere"} {
+		var se *SettingError
+		if _, _, err := resolve(recorded(t), Config{Run: "x", Checkpoints: CheckpointConfig{Dir: dir}}, time.Now); !errors.As(err, &se) || se.Field != "Checkpoints.Dir" {
+			t.Errorf("another checkpoint dir %s: %v, want a SettingError on Checkpoints.Dir", dir, err)
+		}
+	}
+	rec := recorded(t)
+	rec.Checkpoints = &schema.Checkpoints{Store: schema.CheckpointObject, Max: 4096, Keep: schema.KeepPool}
+	var se *SettingError
+	if _, _, err := resolve(rec, Config{Run: "x", Checkpoints: CheckpointConfig{Dir: "/shared/ckpt"}}, time.Now); !errors.As(err, &se) || !strings.Contains(se.Error(), "object store") {
+		t.Errorf("a checkpoint dir for a run in the object store: %v", err)
 	}
 }

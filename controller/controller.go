@@ -80,6 +80,8 @@ type Controller struct {
 	controlSent map[string]time.Time
 	// stopper runs the early-stopping rule; nil for a run without one.
 	stopper *stopper
+	// ckpt applies the checkpoint store's rule (see checkpoints.go).
+	ckpt *ckptTracker
 }
 
 // New returns a controller; Run runs the search. Settings cfg leaves
@@ -145,6 +147,11 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	defer c.stopStopper()
+	ckptCtx, stopCkpt := context.WithCancel(ctx)
+	go c.ckpt.run(ckptCtx)
+	// The deletions queued are done before Run returns: the store is
+	// then as the rule says.
+	defer func() { stopCkpt(); <-c.ckpt.done }()
 	defer func() { c.stopResults() }() // the consumer in use then: a restart replaces it
 	if err := c.replay(ctx); err != nil {
 		return nil, err
@@ -160,6 +167,7 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if c.failure != nil {
 		return nil, c.fail(ctx)
 	}
+	c.ckpt.finish()
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
 	}
@@ -251,6 +259,9 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		}
 	}
 	c.initState()
+	if err := c.openCheckpoints(ctx); err != nil {
+		return err
+	}
 	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if k != nil {
 		c.log.WithFields(k.Fields()).Info("continuing the run with its recorded settings")
@@ -337,8 +348,8 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		ErrorRetries: c.cfg.ErrorRetries, QuarantineAfter: c.cfg.QuarantineAfter,
 		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
-		EarlyStop: c.cfg.EarlyStop,
-		Created:   c.created, Updated: now,
+		EarlyStop: c.cfg.EarlyStop, Checkpoints: c.cfg.Checkpoints.record(),
+		Created: c.created, Updated: now,
 	})
 	if err != nil {
 		return err

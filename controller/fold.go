@@ -17,6 +17,7 @@ type Fold struct {
 	best     *Member
 	bestRand *Member // best of the designs of random origin
 	stats    *Stats
+	evicted  string // the design the last Apply evicted from the pool
 }
 
 // NewFold returns an empty fold that counts the results t counts; t is
@@ -36,6 +37,7 @@ func NewFold(t *Tally, init, pool int, replace Replace) *Fold {
 // schema.DecodeResult returned it, and folds it in when it counts. Any
 // other verdict leaves the fold as it was.
 func (f *Fold) Apply(r *schema.Result, err error) Verdict {
+	f.evicted = ""
 	v := f.tally.Judge(r, err)
 	if v != Counted {
 		return v
@@ -47,7 +49,7 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 		return v
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
-	f.pool.Add(m)
+	f.evicted = f.pool.Add(m)
 	if f.best == nil || m.Fitness > f.best.Fitness {
 		f.best = &m
 	}
@@ -56,6 +58,10 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 	}
 	return v
 }
+
+// Evicted is the ID of the design the last Apply evicted from the pool
+// (the one it added, when that was the worst), or "".
+func (f *Fold) Evicted() string { return f.evicted }
 
 // Terminal is the number of designs with a terminal result.
 func (f *Fold) Terminal() int { return f.tally.Counted() }

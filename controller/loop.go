@@ -54,6 +54,9 @@ func (c *Controller) replay(ctx context.Context) error {
 	c.ahead = c.fold.Terminal() - c.fold.Tally().CountedUpTo(q.last)
 	c.skipCounted()
 	c.restoreRetries(q)
+	if err := startRetry(ctx, c.log, "check the checkpoint store", func() error { return c.ckpt.rebuild(ctx, c.inFlightDesigns) }); err != nil {
+		return err
+	}
 	c.noteQuarantined()
 	c.replayed = c.fold.Terminal()
 	c.live = true
@@ -108,6 +111,9 @@ func (c *Controller) apply(m resultMsg) {
 	}
 	v := c.fold.Apply(m.res, m.err)
 	c.judge(m, v)
+	if v != Malformed {
+		c.ckpt.result(m.res, v, c.fold, c.live)
+	}
 	if v == Malformed {
 		f := logrus.Fields{"stream_seq": m.seq}
 		if m.res != nil {
@@ -322,6 +328,7 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 		return d
 	}
 	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, []string{parent.Design.ID}
+	c.ckpt.published(d)
 	return d
 }
 

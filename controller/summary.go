@@ -56,6 +56,21 @@ type Summary struct {
 	// EarlyStop is what the run's early-stopping rule did; nil for a run
 	// without one.
 	EarlyStop *EarlyStopSummary `json:"early_stop,omitempty"`
+	// Checkpoints is what the checkpoint store holds and did.
+	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
+}
+
+// CheckpointSummary is the checkpoint store as the controller sees it.
+type CheckpointSummary struct {
+	// Stored is the checkpoints in the store, Deleted those the
+	// controller deleted.
+	Stored  int `json:"stored"`
+	Deleted int `json:"deleted"`
+	// Mutants is the counted ok mutants of a run with inheritance, and
+	// Inherited those whose evaluator said they started from their
+	// parent's checkpoint (metrics inherited true).
+	Mutants   int `json:"mutants,omitempty"`
+	Inherited int `json:"inherited,omitempty"`
 }
 
 // Replay describes a restarted controller's replay of the run's results
@@ -100,6 +115,9 @@ func (c *Controller) Summary() *Summary {
 	if c.resumed != nil {
 		r := *c.resumed
 		s.Replay = &r
+	}
+	if c.ckpt != nil {
+		s.Checkpoints = c.ckpt.summary()
 	}
 	if c.stopper != nil {
 		s.EarlyStop = c.stopper.summary()

@@ -25,12 +25,34 @@ the process.
 Anything else on stdout is the evaluator's log: print freely. NaN or
 infinite metrics are sent as null; a NaN or infinite fitness is refused
 with ValueError (an error result). Call report() from one thread.
+
+Checkpoints. A run that stores checkpoints names, per design, a file the
+evaluator may write the design's checkpoint to (one-shot:
+EVOQ_CHECKPOINT_OUT; persistent: the design line's "checkpoint_out"); the
+worker stores whatever that file holds when the evaluation ends, whatever
+its status. A mutant of a run with --inherit also gets its parent's
+checkpoint to read (EVOQ_PARENT_CHECKPOINT, "parent_checkpoint"); each is
+absent when there is none. checkpoint_out() and parent_checkpoint() return
+these paths or None; save(obj) writes the checkpoint; load_parent() reads
+the parent's and never raises: a missing, corrupt or unloadable file is
+None, and the result says why. The result's metrics then carry inherited
+(the design started from its parent's weights), inherit_reason (why not)
+and inherited_params (how many parameters came from the parent, set by
+evoq_torch.inherit or record_inheritance); train_fn's own metrics of the
+same names win. In persistent mode all of this is per design.
+
+Checkpoint files: with torch imported, save() uses torch.save and
+load_parent() torch.load(weights_only=True); without, pickle, read back by
+an unpickler that builds plain data only (containers, numbers, strings,
+bytes, numpy arrays). Either way a crafted file cannot run code in the
+evaluator that reads it.
 """
 import collections
 import json
 import math
 import numbers
 import os
+import pickle
 import signal
 import sys
 import traceback
@@ -76,6 +98,7 @@ class _State:
     last_fitness = None
     stopped = False      # this design is to stop now
     term_handler = False
+    inherit = {}         # this design's inherited, inherit_reason, inherited_params
 
 
 _s = _State()
@@ -140,7 +163,7 @@ def serve(train_fn):
             except ValueError as e:
                 _emit({"error": f"bad design line: {e}"})
                 continue
-            _s.design, _s.last_step, _s.last_fitness, _s.stopped = d, None, None, False
+            _s.design, _s.last_step, _s.last_fitness, _s.stopped, _s.inherit = d, None, None, False, {}
             try:
                 out = _outcome(train_fn, d)
             except Exception as e:
@@ -169,7 +192,7 @@ def env():
     """Where this evaluation runs; None for what is not set."""
     get = lambda name: os.environ.get(name) or None
     num = lambda v: int(v) if v not in (None, "") else None
-    persistent = _s.serving or get("EVOQ_PERSISTENT") == "1"
+    persistent = _persistent()
     if persistent:  # one process serves many designs: the design line says which
         d = _s.design or {}
         design_id, attempt = d.get("id"), d.get("attempt")
@@ -177,6 +200,146 @@ def env():
         design_id, attempt = get("EVOQ_DESIGN_ID"), num(get("EVOQ_ATTEMPT"))
     return Env(get("EVOQ_RUN"), design_id, attempt, num(get("EVOQ_SLOT")), get("EVOQ_WORKER"),
                get("EVOQ_GPU"), persistent)
+
+
+def checkpoint_out():
+    """The file to write the current design's checkpoint to (save() does),
+    or None when the run stores no checkpoints."""
+    return _checkpoint_path("checkpoint_out", "EVOQ_CHECKPOINT_OUT")
+
+
+def parent_checkpoint():
+    """The file holding the checkpoint of the current design's parent, to
+    read only (load_parent() does), or None when it has none to start from."""
+    return _checkpoint_path("parent_checkpoint", "EVOQ_PARENT_CHECKPOINT")
+
+
+def save(obj):
+    """Write obj as the current design's checkpoint and return True, or
+    return False when the run stores no checkpoints.
+
+    With torch imported this is torch.save, else pickle. Saving again
+    replaces the checkpoint; an OSError (a full disk) propagates."""
+    path = checkpoint_out()
+    if path is None:
+        return False
+    # Written beside the out path and renamed over it: a SIGKILL after
+    # --stop-grace, mid-write, leaves the previous save whole, and the
+    # worker never stores half a file.
+    tmp = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(tmp, "wb") as f:
+            torch = sys.modules.get("torch")  # tensors mean torch is imported; never import it for a dict
+            if torch is not None:
+                torch.save(obj, f)
+            else:
+                pickle.dump(obj, f, protocol=4)  # 4: readable by every Python evoq_eval runs on
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def load_parent(map_location="cpu"):
+    """The object in the parent's checkpoint, or None; never raises.
+
+    Records for the result: inherited True when the checkpoint loads (what
+    evoq_torch.inherit then finds may still say False), else inherited
+    False with inherit_reason "no parent checkpoint" or "parent checkpoint
+    unreadable: <exception>". map_location goes to torch.load: the default
+    loads tensors saved on a GPU on a machine without one."""
+    path = parent_checkpoint()
+    if path is None:
+        record_inheritance(False, "no parent checkpoint")
+        return None
+    try:
+        obj = _load(path, map_location)
+    except Exception as e:
+        # Checked for size and digest by the worker, but it may still come
+        # from another version of the model code: the design trains from
+        # scratch rather than failing.
+        reason = "parent checkpoint unreadable: " + _clip(f"{type(e).__name__}: {e}")
+        print(f"evoq_eval: {reason}; training from scratch", file=sys.stderr, flush=True)
+        record_inheritance(False, reason)
+        return None
+    record_inheritance(True)
+    return obj
+
+
+def record_inheritance(inherited, reason=None, params=None):
+    """Record in the current design's result metrics whether it started
+    from its parent's checkpoint: inherited, inherit_reason (why not; only
+    with inherited False) and, when params is given, inherited_params.
+    load_parent() and evoq_torch call it; call it when you copy weights
+    some other way. Metrics of the same names that train_fn returns win."""
+    m = dict(_s.inherit)
+    m["inherited"] = bool(inherited)
+    if not inherited and reason:
+        m["inherit_reason"] = str(reason)
+    else:
+        m.pop("inherit_reason", None)
+    if params is not None:
+        m["inherited_params"] = int(params)
+    _s.inherit = m
+
+
+def _checkpoint_path(field, var):
+    if _persistent():
+        # One process serves many designs: the path is the design line's,
+        # and an EVOQ_ variable in the process's environment is stale.
+        return (_s.design or {}).get(field) or None
+    return os.environ.get(var) or None
+
+
+# torch.save has written zip archives since PyTorch 1.6; anything else is
+# read as save()'s own pickle.
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _load(path, map_location):
+    with open(path, "rb") as f:
+        if f.read(4) == _ZIP_MAGIC:
+            f.seek(0)
+            try:
+                import torch  # imported only for a file that needs it: it costs seconds
+            except ImportError as e:
+                raise RuntimeError(f"saved by torch.save, and torch does not import here: {e}") from None
+            # weights_only: tensors and plain containers, no code from the file.
+            return torch.load(f, map_location=map_location, weights_only=True)
+        f.seek(0)
+        obj = _PlainUnpickler(f).load()
+        if f.read(1):  # torch.save's legacy format is several pickles in a row
+            raise pickle.UnpicklingError("data after the first pickle: not a file save() wrote")
+        return obj
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Unpickles plain data only, as torch.load(weights_only=True) does for
+    tensors: a checkpoint written by another worker must not be able to run
+    code here, so no class outside this list is looked up."""
+
+    ALLOWED = {("builtins", n) for n in ("bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset",
+                                         "int", "list", "range", "set", "slice", "str", "tuple")} \
+        | {("collections", n) for n in ("OrderedDict", "defaultdict", "deque")} \
+        | {("numpy", "ndarray"), ("numpy", "dtype")} \
+        | {(m, n) for m in ("numpy.core.multiarray", "numpy._core.multiarray") for n in ("_reconstruct", "scalar")}
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not plain data: without torch a checkpoint holds "
+                                     "containers, numbers, strings, bytes and numpy arrays")
+
+
+def _clip(text, n=240):
+    """text on one line and at most about n characters, keeping both ends:
+    torch's weights_only errors put the cause last."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n - 105] + " ... " + text[-100:]
 
 
 def _outcome(train_fn, d):
@@ -199,14 +362,15 @@ def _outcome(train_fn, d):
     else:
         fitness, metrics = value, None
     out = {"fitness": _finite(fitness, "train_fn's fitness")}
+    metrics = {**_s.inherit, **(dict(metrics) if metrics else {})}
     if metrics:
-        out["metrics"] = _clean(dict(metrics))
+        out["metrics"] = _clean(metrics)
     return out
 
 
 def _stopped_result():
     if _s.stopped and _s.last_fitness is not None:
-        return {"fitness": _s.last_fitness, "metrics": {"stopped": True}}
+        return {"fitness": _s.last_fitness, "metrics": {**_s.inherit, "stopped": True}}
     return None
 
 
@@ -225,6 +389,10 @@ def _answer():
                            "in persistent mode stdin belongs to the evoq worker") from None
     _s.stopped = not go
     return go
+
+
+def _persistent():
+    return _s.serving or os.environ.get("EVOQ_PERSISTENT") == "1"
 
 
 def _oneshot_only(what):

@@ -3,8 +3,10 @@ playing the evoq worker's side of the line protocol over pipes.
 
 Run from this directory: python3 -m unittest -v test_evoq_eval
 """
+import importlib.util
 import json
 import os
+import pickle
 import queue
 import shutil
 import signal
@@ -26,15 +28,59 @@ WAIT = 30  # seconds a line or an exit may take before the test fails
 #                number, tuple (default), dict, env, genome
 #   redirect: report with sys.stdout redirected to stderr
 #   nan_metric: every report carries spread=NaN
-EVALUATOR = r'''
+# and for checkpoints, whose outcomes go into the metrics of ret "ckpt":
+#   paths: metric paths = [checkpoint_out(), parent_checkpoint()]
+#   save: save(it), metric saved = what save returned
+#   save_numpy: save a dict of numpy values (a, s), metric saved
+#   load: metric parent = load_parent(), numpy arrays as lists
+#   torch: {"widths", "seed"}: build tiny(widths) after manual_seed(seed),
+#          metric count = evoq_torch.start_from_parent(model), then save_model
+#   metrics: more metrics train_fn returns
+TINY = r'''
+def tiny(widths):
+    """A small MLP with named layers: fc0, fc1, ..., out."""
+    import collections, torch
+    layers, width = [], 4
+    for i, w in enumerate(widths):
+        layers += [(f"fc{i}", torch.nn.Linear(width, w)), (f"act{i}", torch.nn.ReLU())]
+        width = w
+    return torch.nn.Sequential(collections.OrderedDict(layers + [("out", torch.nn.Linear(width, 3))]))
+'''
+
+EVALUATOR = TINY + r'''
 import contextlib, sys, time
 sys.path.insert(0, sys.argv[1])
 import evoq_eval
 
 
+def checkpoints(g):
+    """The checkpoint steps g asks for, in this order; their metrics."""
+    m = {}
+    if g.get("paths"):
+        m["paths"] = [evoq_eval.checkpoint_out(), evoq_eval.parent_checkpoint()]
+    if "torch" in g:
+        import torch, evoq_torch
+        torch.manual_seed(g["torch"]["seed"])
+        model = tiny(g["torch"]["widths"])
+        m["count"] = evoq_torch.start_from_parent(model)
+        m["saved"] = evoq_torch.save_model(model)
+    if g.get("load"):
+        p = evoq_eval.load_parent()
+        m["parent"] = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in p.items()} \
+            if isinstance(p, dict) else p
+    if "save" in g:
+        m["saved"] = evoq_eval.save(g["save"])
+    if g.get("save_numpy"):
+        import numpy
+        m["saved"] = evoq_eval.save({"a": numpy.arange(3.0), "s": numpy.float64(2.5)})
+    m.update(g.get("metrics", {}))
+    return m
+
+
 def train(design):
     g = design["genome"]
     print("log: training", design["id"])
+    ckpt = checkpoints(g)
     if "print" in g:
         print(g["print"], end="")
     if "raise" in g:
@@ -65,6 +111,8 @@ def train(design):
         return r, {"env": evoq_eval.env()._asdict()}
     if ret == "genome":
         return r, {"genome": evoq_eval.genome()}
+    if ret == "ckpt":
+        return r, ckpt
     return r, {"ret": "tuple", "overflow": float("inf")}
 
 
@@ -86,11 +134,14 @@ def tearDownModule():
     shutil.rmtree(TMP, ignore_errors=True)
 
 
-def design(genome, seq=1, attempt=None):
+def design(genome, seq=1, attempt=None, **fields):
+    """A design as the worker sends it; fields (checkpoint_out,
+    parent_checkpoint) are the persistent design line's own."""
     d = {"v": 1, "run": "r", "id": f"r-{seq}", "seq": seq, "genome": genome, "origin": "random",
          "created": "2026-01-01T00:00:00Z"}
     if attempt is not None:
         d["attempt"] = attempt
+    d.update(fields)
     return d
 
 
@@ -396,6 +447,237 @@ class PersistentTest(unittest.TestCase):
                                                    "report, got 'yes\\n': in persistent mode stdin belongs to the "
                                                    "evoq worker"})
         self.finish()
+
+
+def has(module):
+    return importlib.util.find_spec(module) is not None
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+class Printer:
+    """Pickles as a call to print: a checkpoint that would run code when loaded."""
+
+    def __reduce__(self):
+        return print, ("pwned",)
+
+
+class CheckpointFiles:
+    """A temporary directory for a test's checkpoints and the bad files a
+    parent checkpoint can be, each with the start of its inherit_reason."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="evoq_ckpt")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def bad_parents(self):
+        unreadable = "parent checkpoint unreadable: "
+        return {
+            "corrupt": (write(self.path("corrupt"), b"garbage\x00\x01"), unreadable + "UnpicklingError: "),
+            "empty": (write(self.path("empty"), b""), unreadable + "EOFError: "),
+            "missing": (self.path("missing"), unreadable + "FileNotFoundError: "),
+            "code": (write(self.path("code"), pickle.dumps(Printer())),
+                     unreadable + "UnpicklingError: builtins.print is not plain data"),
+            "two pickles": (write(self.path("two"), pickle.dumps(1) + pickle.dumps(2)),
+                            unreadable + "UnpicklingError: data after the first pickle"),
+            "broken zip": (write(self.path("zip"), b"PK\x03\x04" + b"\x00" * 64), unreadable),
+        }
+
+
+class CheckpointOneShotTest(CheckpointFiles, unittest.TestCase):
+    def metrics(self, genome, env=None):
+        rc, lines, err = oneshot(self, dict(genome, ret="ckpt"), env=env)
+        self.assertEqual(rc, 0, err)
+        self.err = err
+        return protocol(lines[-1]).get("metrics", {})
+
+    def test_paths(self):
+        self.assertEqual(self.metrics({"paths": True}), {"paths": [None, None]})
+        self.assertEqual(self.metrics({"paths": True}, env={"EVOQ_CHECKPOINT_OUT": "", "EVOQ_PARENT_CHECKPOINT": ""}),
+                         {"paths": [None, None]}, "an empty variable is no path")
+        env = {"EVOQ_CHECKPOINT_OUT": self.path("out"), "EVOQ_PARENT_CHECKPOINT": self.path("parent")}
+        self.assertEqual(self.metrics({"paths": True}, env=env), {"paths": [self.path("out"), self.path("parent")]})
+
+    def test_save_without_checkpoints(self):
+        self.assertEqual(self.metrics({"save": {"w": 1}}), {"saved": False},
+                         "no inheritance metrics unless the evaluator asked for its parent")
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_save_and_load_round_trip(self):
+        obj = {"w": [1.5, -2, None], "name": "x", "nested": {"k": [True]}}
+        out = self.path("r-1.ckpt")
+        self.assertEqual(self.metrics({"save": obj}, env={"EVOQ_CHECKPOINT_OUT": out}), {"saved": True})
+        self.assertEqual(os.listdir(self.dir), ["r-1.ckpt"], "no partial file left behind")
+        with open(out, "rb") as f:
+            self.assertEqual(pickle.load(f), obj, "without torch imported, a checkpoint is a pickle")
+        self.assertEqual(self.metrics({"load": True}, env={"EVOQ_PARENT_CHECKPOINT": out}),
+                         {"parent": obj, "inherited": True})
+
+    def test_save_replaces(self):
+        out = self.path("r-1.ckpt")
+        write(out, b"an earlier save")
+        self.assertEqual(self.metrics({"save": [2]}, env={"EVOQ_CHECKPOINT_OUT": out}), {"saved": True})
+        self.assertEqual(self.metrics({"load": True}, env={"EVOQ_PARENT_CHECKPOINT": out}),
+                         {"parent": [2], "inherited": True})
+
+    @unittest.skipUnless(has("numpy"), "numpy is not importable")
+    def test_numpy_round_trip(self):
+        out = self.path("r-1.ckpt")
+        self.assertEqual(self.metrics({"save_numpy": True}, env={"EVOQ_CHECKPOINT_OUT": out}), {"saved": True})
+        self.assertEqual(self.metrics({"load": True}, env={"EVOQ_PARENT_CHECKPOINT": out}),
+                         {"parent": {"a": [0.0, 1.0, 2.0], "s": 2.5}, "inherited": True})
+
+    def test_no_parent_checkpoint(self):
+        self.assertEqual(self.metrics({"load": True}),
+                         {"parent": None, "inherited": False, "inherit_reason": "no parent checkpoint"})
+
+    def test_unreadable_parent_is_none_with_the_reason(self):
+        for name, (path, reason) in self.bad_parents().items():
+            with self.subTest(name):
+                m = self.metrics({"load": True}, env={"EVOQ_PARENT_CHECKPOINT": path})
+                self.assertEqual((m["parent"], m["inherited"]), (None, False), m)
+                self.assertTrue(m["inherit_reason"].startswith(reason), m["inherit_reason"])
+                self.assertIn("evoq_eval: parent checkpoint unreadable", self.err)
+                self.assertNotIn("pwned", self.err)
+
+    def test_long_reason_is_clipped(self):
+        # An unpickler error naming a 2,000-character module.
+        path = write(self.path("long"), b"c" + b"m" * 2000 + b"\nf\n.")
+        reason = self.metrics({"load": True}, env={"EVOQ_PARENT_CHECKPOINT": path})["inherit_reason"]
+        self.assertLess(len(reason), 300, reason)
+        self.assertIn(" ... ", reason)
+        self.assertTrue(reason.endswith("numpy arrays"), "the end of the message is kept: " + reason)
+
+    def test_own_metrics_win(self):
+        self.assertEqual(self.metrics({"load": True, "metrics": {"inherited": "mine"}}),
+                         {"parent": None, "inherited": "mine", "inherit_reason": "no parent checkpoint"})
+
+
+class CheckpointPersistentTest(CheckpointFiles, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        # Variables a one-shot evaluator would read: stale for a process serving many designs.
+        self.ev = Evaluator(self, persistent=True, env={"EVOQ_CHECKPOINT_OUT": self.path("stale"),
+                                                         "EVOQ_PARENT_CHECKPOINT": self.path("stale")})
+
+    def result(self, seq, genome, **fields):
+        self.ev.send(design(dict(genome, ret="ckpt"), seq=seq, attempt=1, **fields))
+        return self.ev.next()
+
+    def test_per_design_paths_and_metrics(self):
+        out1, out2 = self.path("r-1.ckpt"), self.path("r-2.ckpt")
+        self.assertEqual(self.result(1, {"paths": True, "save": {"n": 1}}, checkpoint_out=out1),
+                         {"fitness": 0.5, "metrics": {"paths": [out1, None], "saved": True}})
+        self.assertEqual(self.result(2, {"paths": True, "load": True}, checkpoint_out=out2, parent_checkpoint=out1),
+                         {"fitness": 0.5, "metrics": {"paths": [out2, out1], "parent": {"n": 1}, "inherited": True}})
+        self.assertEqual(self.result(3, {"paths": True, "save": 1}),
+                         {"fitness": 0.5, "metrics": {"paths": [None, None], "saved": False}},
+                         "the previous design's paths and inheritance are not this one's")
+        bad, reason = self.bad_parents()["corrupt"]
+        got = self.result(4, {"load": True}, parent_checkpoint=bad)["metrics"]
+        self.assertTrue(got["inherit_reason"].startswith(reason), got)
+        self.assertEqual(self.result(5, {"load": True}),
+                         {"fitness": 0.5, "metrics": {"parent": None, "inherited": False,
+                                                      "inherit_reason": "no parent checkpoint"}})
+        self.assertEqual(self.result(6, {}), {"fitness": 0.5})
+        self.assertFalse(os.path.exists(self.path("stale")))
+        finish(self, self.ev)
+
+    def test_stopped_result_carries_inheritance(self):
+        parent = self.path("r-1.ckpt")
+        write(parent, pickle.dumps({"n": 1}, protocol=4))
+        self.ev.send(design({"load": True, "reports": [0.1, 0.2]}, attempt=1, parent_checkpoint=parent))
+        self.assertEqual(self.ev.next(), report(1, 0.1, loss=0.05))
+        self.ev.send({"continue": False, "reason": "below the median"})
+        self.assertEqual(self.ev.next(), {"fitness": 0.1, "metrics": {"inherited": True, "stopped": True}})
+        finish(self, self.ev)
+
+
+@unittest.skipUnless(has("torch"), "torch is not importable (Debian: apt-get install python3-torch)")
+class TorchTest(CheckpointFiles, unittest.TestCase):
+    """evoq_torch through a persistent evaluator, the way evaluate.py uses it."""
+
+    @classmethod
+    def setUpClass(cls):
+        global torch
+        import torch
+        scope = {}
+        exec(TINY, scope)
+        cls.tiny = staticmethod(scope["tiny"])
+
+    def model(self, widths, seed):
+        torch.manual_seed(seed)
+        return self.tiny(widths)
+
+    def child(self, seq, parent, widths=(5, 7)):
+        """Evaluate a child of widths (seed 2) inheriting from parent: its
+        metrics and the state_dict it saved."""
+        out = self.path(f"r-{seq}.ckpt")
+        fields = {"checkpoint_out": out} | ({"parent_checkpoint": parent} if parent else {})
+        self.ev.send(design({"torch": {"widths": list(widths), "seed": 2}, "ret": "ckpt"}, seq=seq, attempt=1,
+                            **fields))
+        metrics = self.ev.next()["metrics"]
+        return metrics, torch.load(out, weights_only=True)
+
+    def assertTensors(self, got, want, names):
+        for name in names:
+            self.assertTrue(torch.equal(got[name], want[name]), name)
+
+    def test_inherit(self):
+        self.ev = Evaluator(self, persistent=True)
+        parent = self.model([5, 6], seed=1).state_dict()
+        fresh = self.model([5, 7], seed=2).state_dict()
+        resized = ["fc1.weight", "fc1.bias", "out.weight"]
+
+        # A training checkpoint with the state_dict under "model": fc0 (4x5 + 5) and out.bias (3) fit.
+        torch.save({"model": parent, "epoch": 3}, self.path("p1"))
+        metrics, got = self.child(1, self.path("p1"))
+        self.assertEqual(metrics, {"count": 28, "saved": True, "inherited": True, "inherited_params": 28})
+        self.assertTensors(got, parent, ["fc0.weight", "fc0.bias", "out.bias"])
+        self.assertTensors(got, fresh, resized)
+        self.assertFalse(torch.equal(got["fc0.weight"], fresh["fc0.weight"]), "the seeds must differ")
+
+        torch.save(parent, self.path("p2"))  # a bare state_dict, every tensor fits
+        metrics, got = self.child(2, self.path("p2"), widths=(5, 6))
+        self.assertEqual(metrics["count"], sum(t.numel() for t in parent.values()))
+        self.assertTensors(got, parent, parent)
+
+        torch.save({"other.weight": torch.zeros(5, 4), "fc0.weight": torch.zeros(4, 5)}, self.path("p3"))
+        cases = [
+            ("no match", self.path("p3"), {"inherited": False, "inherited_params": 0,
+                                           "inherit_reason": "no parameter matched in name and shape"}),
+            ("no parent", None, {"inherited": False, "inherit_reason": "no parent checkpoint"}),
+            ("not a state_dict", self.path("p4"), {"inherited": False, "inherited_params": 0,
+                                                   "inherit_reason": "parent checkpoint holds a list, not a state_dict"}),
+        ]
+        torch.save([1, 2], self.path("p4"))
+        for seq, (name, path, want) in enumerate(cases, 3):
+            with self.subTest(name):
+                metrics, got = self.child(seq, path)
+                self.assertEqual(metrics, {"count": 0, "saved": True, **want})
+                self.assertTensors(got, fresh, fresh)
+
+        for seq, (name, (path, reason)) in enumerate(self.bad_parents().items(), 10):
+            with self.subTest(name):
+                metrics, got = self.child(seq, path)
+                self.assertEqual((metrics["count"], metrics["inherited"]), (0, False), metrics)
+                self.assertTrue(metrics["inherit_reason"].startswith(reason), metrics)
+                self.assertTensors(got, fresh, fresh)
+        finish(self, self.ev)
+
+    def test_torch_checkpoint_without_torch_imported(self):
+        """A torch.save file makes load_parent import torch; weights_only keeps it to tensors."""
+        torch.save({"k": torch.tensor([1.0, 2.0])}, self.path("p"))
+        rc, lines, err = oneshot(self, {"load": True, "ret": "ckpt"}, env={"EVOQ_PARENT_CHECKPOINT": self.path("p")})
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(protocol(lines[-1])["metrics"], {"parent": {"k": [1.0, 2.0]}, "inherited": True})
 
 
 class EntryTest(unittest.TestCase):

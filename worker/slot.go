@@ -112,16 +112,19 @@ func (w *Worker) handle(s *slotState, msg design) {
 	}
 	w.busy.Add(1)
 	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
-	res, handBack := w.evaluate(s, msg, d, attempt, start)
+	files := w.ckpt.prepare(w.evalCtx, s.log, d, w.fileTag(s.index, d, attempt))
+	res, handBack := w.evaluate(s, msg, d, attempt, start, files)
 	w.busy.Add(-1)
 	s.lastStop = res.Stop
 	if w.evalCtx.Err() != nil {
 		stopProgress()
+		files.discard()
 		w.cancelled(s, msg, d, attempt, start)
 		return
 	}
 	if handBack {
 		stopProgress()
+		files.discard()
 		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithFields(processFields(res)).WithField("error", clip(res.Error, 300)).
 			Warn("evaluator failed; design handed back for another try")
 		_ = msg.Nak()
@@ -141,6 +144,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 	go func() {
 		defer close(stored)
 		defer stopProgress()
+		w.ckpt.put(w.evalCtx, s.log, files, res)
 		w.finish(s, msg, res)
 	}()
 }
@@ -231,8 +235,11 @@ func (w *Worker) reject(s *slotState, msg design, d *schema.Design, err error, a
 
 // evaluate runs the evaluator and builds the result. A panicking evaluator
 // becomes an error result.
-func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time) (*schema.Result, bool) {
-	out := w.runEvaluator(d, s.index, attempt, w.newReporter(s, msg, d, attempt))
+func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time, files taskFiles) (*schema.Result, bool) {
+	t := Task{Design: d, Worker: w.cfg.ID, Slot: s.index, Attempt: attempt, GPU: w.gpu(s.index),
+		Reports: w.newReporter(s, msg, d, attempt), CheckpointOut: files.out, ParentCheckpoint: files.parent}
+	out := w.runEvaluator(t)
+	files.settle(&out)
 	return w.result(s, d, attempt, start, out), out.HandBack
 }
 
@@ -250,7 +257,7 @@ func (w *Worker) result(s *slotState, d *schema.Design, attempt int, start time.
 	}
 }
 
-func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int, reports Reporter) (out Outcome) {
+func (w *Worker) runEvaluator(t Task) (out Outcome) {
 	ctx, cancel := w.evalContext()
 	defer cancel()
 	defer func() {
@@ -259,7 +266,7 @@ func (w *Worker) runEvaluator(d *schema.Design, slot, attempt int, reports Repor
 				Error: fmt.Sprintf("evaluator panicked: %v\n%s", p, debug.Stack())}
 		}
 	}()
-	out = w.cfg.Evaluator.Evaluate(ctx, Task{Design: d, Worker: w.cfg.ID, Slot: slot, Attempt: attempt, GPU: w.gpu(slot), Reports: reports})
+	out = w.cfg.Evaluator.Evaluate(ctx, t)
 	if out.HandBack {
 		return out
 	}

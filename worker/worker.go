@@ -89,6 +89,13 @@ type Config struct {
 	// refuse (a refused request is never answered: it would cost a
 	// timeout). Defaults to false: the runs are listed.
 	RunsUnlisted bool
+	// CheckpointDir is where this node mounts the shared directory of a
+	// run that keeps its checkpoints in one, when that is not where its
+	// controller said (schema.Checkpoints.Dir). Defaults to the run's.
+	CheckpointDir string
+	// TempDir holds the worker's files passing between evaluators and
+	// the broker's object store (checkpoints). Defaults to os.TempDir().
+	TempDir string
 	// OnStored is called with every result the broker confirmed (metrics);
 	// it must not block. Defaults to nothing.
 	OnStored func(*schema.Result)
@@ -120,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.TempDir == "" {
+		c.TempDir = os.TempDir()
 	}
 	return c
 }
@@ -174,6 +184,7 @@ type Worker struct {
 	evalTimes durations
 	space     *space.Space      // the run's search space, when the run publishes it
 	rule      *schema.EarlyStop // the run's early-stopping rule; nil: none
+	ckpt      *ckpts            // the run's checkpoint store; nil: the run keeps none
 	askMu     sync.Mutex
 	askWarned time.Time // the last warning that stop questions go unanswered
 	busy      atomic.Int64
@@ -243,11 +254,15 @@ func (w *Worker) Start(ctx context.Context) error {
 		OnRetry: func(err error, _ time.Duration) {
 			w.log.WithError(err).Warn("reading the run's search space failed; retrying")
 		}}
+	var ckpt *schema.Checkpoints
 	err = broker.Retry(ctx, b, func() (err error) {
-		w.space, w.rule, err = w.runSpace(ctx)
+		w.space, w.rule, ckpt, err = w.runSpace(ctx)
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	if err := w.openCheckpoints(ctx, ckpt); err != nil {
 		return err
 	}
 	// A done run keeps its work queue, so joining it succeeds; the worker
@@ -344,29 +359,33 @@ func (w *Worker) notFailed(ctx context.Context) error {
 
 // runSpace reads the run's search space from its run state, so that the
 // worker can refuse genomes outside it, and its early-stopping rule, so
-// that the slots know at which reports to ask the controller. A run
-// without a space is not checked; one without a rule never stops early.
-func (w *Worker) runSpace(ctx context.Context) (*space.Space, *schema.EarlyStop, error) {
+// that the slots know at which reports to ask the controller, and its
+// checkpoint settings. A run without a space is not checked; one without
+// a rule never stops early; one without checkpoint settings keeps none.
+func (w *Worker) runSpace(ctx context.Context) (*space.Space, *schema.EarlyStop, *schema.Checkpoints, error) {
 	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+		return nil, nil, nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
 	}
 	e, err := kv.Get(ctx, w.cfg.Run)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
+		return nil, nil, nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
 	}
 	r, err := schema.DecodeRun(e.Value())
-	if err != nil || len(r.SpaceYAML) == 0 {
-		return nil, nil, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(r.SpaceYAML) == 0 {
+		return nil, r.EarlyStop, r.Checkpoints, nil
 	}
 	sp, err := space.Parse(r.SpaceYAML)
 	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
+		return nil, nil, nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
 	}
-	return sp, r.EarlyStop, nil
+	return sp, r.EarlyStop, r.Checkpoints, nil
 }
 
 func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time.Millisecond) }
@@ -431,6 +450,7 @@ func (w *Worker) closeWhenDone() {
 	}
 	w.bg.Wait()
 	w.evalCancel()
+	w.closeCheckpoints()
 	close(w.doneCh)
 }
 

@@ -15,7 +15,18 @@ accuracy>, "metrics": {"params", "train_s", "device", "loss"}}, or
 {"infeasible": "<reason>"} for a network over MAX_PARAMS parameters or a
 training that diverged. Anything else printed is the evaluator's log.
 The GPU, if any, is the one evoq gives the slot through CUDA_VISIBLE_DEVICES.
+
+Checkpoints: at the end of its training (finished or stopped) it saves the
+network's state_dict wherever evoq says (EVOQ_CHECKPOINT_OUT, or the design
+line's "checkpoint_out"). With --inherit, a mutant given its parent's
+checkpoint starts from the parent's weights for every layer of the same
+name and shape, and from its own initialization for the layers its
+mutation added or resized; it still trains the epochs its genome says, so
+inheritance shows as a better accuracy for the same training. Its metrics
+then carry inherited, inherited_params (and inherit_reason when it could
+not inherit).
 """
+import collections
 import hashlib
 import math
 import os
@@ -27,6 +38,7 @@ from sklearn.datasets import load_digits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import evoq_eval  # noqa: E402  (found through the path above)
+import evoq_torch  # noqa: E402
 
 MAX_PARAMS = 60_000  # larger designs are reported infeasible before training
 ACTIVATIONS = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "gelu": torch.nn.GELU}
@@ -52,15 +64,18 @@ def load_data(device):
 
 def build(genome):
     """The network a genome describes."""
+    # Named, not numbered, layers: inheritance matches tensors by name, and
+    # in a plain Sequential a dropout turned on or off would renumber every
+    # layer after it, so that a child would inherit none of them.
     layers, width = [], 64
-    for item in genome["layers"]:
+    for i, item in enumerate(genome["layers"]):
         units = int(item["units"])
-        layers += [torch.nn.Linear(width, units), ACTIVATIONS[item["activation"]]()]
+        layers += [(f"hidden{i}", torch.nn.Linear(width, units)), (f"act{i}", ACTIVATIONS[item["activation"]]())]
         if float(item.get("dropout", 0)) > 0:
-            layers.append(torch.nn.Dropout(float(item["dropout"])))
+            layers.append((f"drop{i}", torch.nn.Dropout(float(item["dropout"]))))
         width = units
-    layers.append(torch.nn.Linear(width, 10))
-    return torch.nn.Sequential(*layers)
+    layers.append(("out", torch.nn.Linear(width, 10)))
+    return torch.nn.Sequential(collections.OrderedDict(layers))
 
 
 def seed_of(design):
@@ -77,11 +92,16 @@ def evaluate(design, data, device):
         raise evoq_eval.Infeasible(f"{params} parameters exceed the limit of {MAX_PARAMS}")
     torch.manual_seed(seed_of(design))
     model = build(genome).to(device)
+    if evoq_eval.parent_checkpoint():
+        # Without the check, every design without a parent (random ones,
+        # runs without --inherit) would report inherited false.
+        evoq_torch.start_from_parent(model)
     xtr, ytr, xva, yva = data
     opt_cls = torch.optim.Adam if genome["optimizer"] == "adam" else torch.optim.SGD
     kwargs = {"lr": float(genome["lr"])}
     if genome["optimizer"] == "sgd":
         kwargs["momentum"] = 0.9
+    # A fresh optimizer: the mutant may have changed it or its learning rate.
     opt = opt_cls(model.parameters(), **kwargs)
     loss_fn = torch.nn.CrossEntropyLoss()
     batch, start = int(genome["batch"]), time.time()
@@ -104,6 +124,7 @@ def evaluate(design, data, device):
             raise evoq_eval.Infeasible("training diverged")
         if not evoq_eval.report(epoch, acc, loss=round(last_loss, 4)):
             break  # stopped: evoq keeps the last report; the result line is the helper's
+    evoq_torch.save_model(model)  # False, saving nothing, when the run stores no checkpoints
     return acc, {"params": params, "train_s": round(time.time() - start, 3),
                  "device": str(device), "loss": round(last_loss, 4)}
 

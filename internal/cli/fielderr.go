@@ -21,13 +21,15 @@ var controllerFlag = map[string]string{
 	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast", "ErrorRetries": "--error-retries",
 	"QuarantineAfter": "--quarantine-after", "EarlyStop": "--early-stop", "EarlyStop.Rule": "--early-stop",
 	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta",
+	"Checkpoints.Dir": "--checkpoint-dir", "Checkpoints.Max": "--max-checkpoint", "Checkpoints.Keep": "--keep-checkpoints",
+	"Checkpoints.Inherit": "--inherit",
 }
 
 // workerFlag is the flag of each worker.Config field.
 var workerFlag = map[string]string{
 	"Run": "--run", "ID": "--id", "Slots": "--slots", "SlotGPUs": "--gpus", "SlotGPUUUIDs": "--gpus", "EvalTimeout": "--eval-timeout",
 	"Evaluator": "--evaluator", "Deadline": "--walltime", "WalltimeMargin": "--walltime-margin",
-	"MinEvalTime": "--min-eval-time",
+	"MinEvalTime": "--min-eval-time", "CheckpointDir": "--checkpoint-mount",
 }
 
 // configErr turns the controller's config errors into usage errors (exit

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -188,6 +189,9 @@ type searchFlags struct {
 	minStep, maxStep                int64
 	eta                             int
 	ackWait, progress, idleAlarm    time.Duration
+	inherit                         bool
+	checkpointDir, maxCheckpoint    string
+	keepCheckpoints                 string
 }
 
 func (s *searchFlags) register(fs *flag.FlagSet) {
@@ -212,6 +216,35 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.minStep, "min-step", controller.MinStepDefault, "with --early-stop: the first rung, in the evaluator's report steps; the rungs are min-step times powers of --eta")
 	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
 	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
+	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
+	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
+	fs.StringVar(&s.maxCheckpoint, "max-checkpoint", "1GiB", "largest checkpoint stored (such as 200MB or 2GiB); a larger one is refused and the result kept")
+	fs.StringVar(&s.keepCheckpoints, "keep-checkpoints", controller.KeepDefault, "checkpoints kept after the run: best, pool or all (during the run each lives while its design is in the pool or the parent of a design in flight)")
+}
+
+// checkpoints are the checkpoint settings the flags give.
+func (s *searchFlags) checkpoints(fs *flag.FlagSet) (controller.CheckpointConfig, error) {
+	var c controller.CheckpointConfig
+	if isSet(fs, "checkpoint-dir") {
+		if s.checkpointDir == "" {
+			return c, usageErr("--checkpoint-dir '': give a directory, or leave the flag out for the broker's object store")
+		}
+		c.Dir = s.checkpointDir
+	}
+	if isSet(fs, "max-checkpoint") {
+		n, err := parseBytes(s.maxCheckpoint)
+		if err != nil || n < 1 {
+			return c, usageErr("--max-checkpoint %q: want a size of at least 1 byte, such as 500MB or 2GiB", s.maxCheckpoint)
+		}
+		c.Max = n
+	}
+	if isSet(fs, "keep-checkpoints") {
+		c.Keep = s.keepCheckpoints
+	}
+	if isSet(fs, "inherit") {
+		c.Inherit = new(s.inherit)
+	}
+	return c, nil
 }
 
 // earlyStopRule is the rule the flags give, or nil when --early-stop is not
@@ -303,6 +336,9 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 		return cfg, err
 	}
 	cfg.EarlyStop = es
+	if cfg.Checkpoints, err = s.checkpoints(fs); err != nil {
+		return cfg, err
+	}
 	// What can be checked before the run's record is read, before any
 	// store is opened.
 	return cfg, configErr(cfg.ValidateGiven())
@@ -359,6 +395,9 @@ type workerFlags struct {
 	walltime, minEval      time.Duration
 	walltimeMargin         time.Duration
 	deadline               time.Time // resolved by resolveDeadline
+	checkpointMount        string
+	simCheckpoint          string
+	simCheckpointBytes     int64 // resolved by validate
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault string) {
@@ -378,6 +417,8 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.DurationVar(&w.walltime, "walltime", 0, "time this worker may run (0: from SLURM_JOB_END_TIME or PBS_WALLTIME, else unlimited)")
 	fs.DurationVar(&w.minEval, "min-eval-time", 0, "typical evaluation time before any is measured, for the walltime check")
 	fs.DurationVar(&w.walltimeMargin, "walltime-margin", worker.WalltimeMarginDefault, "leave this long before the walltime ends, handing back unfinished designs")
+	fs.StringVar(&w.checkpointMount, "checkpoint-mount", "", "where this node mounts the run's --checkpoint-dir, when not at the same path (default: the run's)")
+	fs.StringVar(&w.simCheckpoint, "sim-checkpoint", "0", "sim: write a checkpoint of this size per design (such as 64KB), and check the parent's it inherits (0: none)")
 }
 
 // resolveDeadline sets the worker's deadline from --walltime or the batch
@@ -431,10 +472,18 @@ func (w *workerFlags) validate(fs *flag.FlagSet) error {
 	if w.simSteps < 1 {
 		return usageErr("--sim-steps %d: need at least 1", w.simSteps)
 	}
+	n, err := parseBytes(w.simCheckpoint)
+	if err != nil {
+		return usageErr("--sim-checkpoint %q: want a size such as 64KB, or 0", w.simCheckpoint)
+	}
+	w.simCheckpointBytes = n
+	if w.checkpointMount != "" && !filepath.IsAbs(w.checkpointMount) {
+		return usageErr("--checkpoint-mount %q: need an absolute path", w.checkpointMount)
+	}
 	if w.stopGrace <= 0 {
 		return usageErr("--stop-grace %s: must be > 0", w.stopGrace)
 	}
-	_, err := w.build()
+	_, err = w.build()
 	return err
 }
 
@@ -468,6 +517,9 @@ func (w *workerFlags) args() []string {
 	if w.simCurve {
 		a = append(a, "--sim-curve", "--sim-steps", strconv.Itoa(w.simSteps))
 	}
+	if w.simCheckpointBytes > 0 {
+		a = append(a, "--sim-checkpoint", strconv.FormatInt(w.simCheckpointBytes, 10))
+	}
 	if w.evalCmd != "" {
 		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
 	}
@@ -476,6 +528,9 @@ func (w *workerFlags) args() []string {
 		a = append(a, "--persistent")
 	}
 	a = append(a, "--eval-logs", w.evalLogs)
+	if w.checkpointMount != "" {
+		a = append(a, "--checkpoint-mount", w.checkpointMount)
+	}
 	a = append(a, "--min-eval-time", w.minEval.String(), "--walltime-margin", w.walltimeMargin.String())
 	if w.walltime > 0 {
 		a = append(a, "--walltime", w.walltime.String())

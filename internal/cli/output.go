@@ -30,6 +30,13 @@ func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
 		g, _ := json.Marshal(s.Best)
 		fmt.Fprintf(w, "best: %.4f  design %s\n  %s\n", *s.BestFitness, s.BestID, g)
 	}
+	if c := s.Checkpoints; c != nil && (c.Stored > 0 || c.Deleted > 0 || c.Mutants > 0) {
+		line := fmt.Sprintf("checkpoints: %d stored, %d deleted", c.Stored, c.Deleted)
+		if c.Mutants > 0 {
+			line += fmt.Sprintf("; %d of %d mutants inherited their parent's weights", c.Inherited, c.Mutants)
+		}
+		fmt.Fprintln(w, line)
+	}
 	if !jsonOut {
 		return nil
 	}

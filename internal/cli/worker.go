@@ -97,7 +97,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
 		SlotGPUs: c.w.slotGPUs(), SlotGPUUUIDs: c.w.slotGPUUUIDs(ctx, log), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
 		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log,
-		RunsUnlisted: c.runsUnlisted()}
+		RunsUnlisted: c.runsUnlisted(), CheckpointDir: c.w.checkpointMount}
 	if !giveUp.IsZero() {
 		// Never 0, which would wait for ever.
 		cfg.JoinTimeout = max(time.Until(giveUp), time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -46,6 +47,14 @@ func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
 // something to decide: the same time is spent in Steps equal steps, each
 // followed by a report of the fitness SimCurve gives for that step, and
 // the evaluation ends stopped when the report's answer says so.
+//
+// With Checkpoint set, Sim stands in for a trainer that stores weights:
+// an evaluation that ran (ok or stopped) ends by writing
+// SimCheckpoint(design ID, Checkpoint) to the task's CheckpointOut, and a
+// task with a ParentCheckpoint reports whether that file holds what Sim
+// would have written for the design's parent (Design.Inherit's design,
+// else its first parent): metrics inherited, inherit_reason when not, and
+// parent_bytes, the file's size. A wrong parent never fails the design.
 type Sim struct {
 	Mean time.Duration
 	Fail float64
@@ -56,6 +65,10 @@ type Sim struct {
 	// Curve is on; a negative count fails every design. Defaults to
 	// SimStepsDefault.
 	Steps int
+	// Checkpoint is the size in bytes of the checkpoint written for each
+	// design, and expected of its parent's; 0 writes none, and a negative
+	// size fails every design. Defaults to 0.
+	Checkpoint int64
 }
 
 // SimSigma is the sigma of the lognormal evaluation time of Sim.
@@ -66,21 +79,78 @@ func (Sim) Name() string { return "sim" }
 
 // Evaluate implements worker.Evaluator.
 func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
+	if s.Checkpoint < 0 {
+		return worker.Failed(ctx, fmt.Errorf("sim: Checkpoint is %d, want 0 or more", s.Checkpoint))
+	}
 	d, infeasible := s.Draw(t)
 	if infeasible {
 		return worker.Infeasible("simulated infeasible design")
 	}
+	inherit := s.checkParent(t)
+	var out worker.Outcome
 	if s.Curve {
-		return s.evaluateCurve(ctx, t, d)
+		out = s.evaluateCurve(ctx, t, d)
+	} else {
+		out = s.train(ctx, t, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return worker.Outcome{Status: schema.StatusOK, Fitness: GenomeScore(t.Design.Genome)}
-	case <-ctx.Done():
+	if out.Status != schema.StatusOK && out.Status != schema.StatusStopped {
+		return out
+	}
+	return s.finish(t, out, inherit)
+}
+
+// train is the evaluation without a curve: d of waiting, then the
+// genome's score.
+func (s Sim) train(ctx context.Context, t worker.Task, d time.Duration) worker.Outcome {
+	if !sleepCtx(ctx, d) {
 		return worker.Failed(ctx, ctx.Err())
 	}
+	return worker.Outcome{Status: schema.StatusOK, Fitness: GenomeScore(t.Design.Genome)}
+}
+
+// checkParent returns the inheritance metrics of t, nil when it has no
+// parent checkpoint.
+func (s Sim) checkParent(t worker.Task) map[string]any {
+	if t.ParentCheckpoint == "" {
+		return nil
+	}
+	m := map[string]any{}
+	parent := ""
+	switch {
+	case t.Design.Inherit != nil:
+		parent = t.Design.Inherit.Design
+	case len(t.Design.Parents) > 0:
+		parent = t.Design.Parents[0]
+	default:
+		m[MetricParentBytes] = int64(0)
+		setInheritance(m, false, "design has no parent whose checkpoint to expect")
+		return m
+	}
+	n, err := checkSimParent(t.ParentCheckpoint, parent, s.Checkpoint)
+	m[MetricParentBytes] = n
+	setInheritance(m, err == nil, fmt.Sprint(err))
+	return m
+}
+
+// finish adds the inheritance metrics to the outcome of an evaluation
+// that ran, and writes the design's checkpoint.
+func (s Sim) finish(t worker.Task, out worker.Outcome, inherit map[string]any) worker.Outcome {
+	if inherit == nil && (s.Checkpoint == 0 || t.CheckpointOut == "") {
+		return out
+	}
+	out = withMetrics(out)
+	for k, v := range inherit {
+		out.Metrics[k] = v
+	}
+	if s.Checkpoint > 0 && t.CheckpointOut != "" {
+		err := writeCheckpoint(t.CheckpointOut, func(w io.Writer) error {
+			return writeSimCheckpoint(w, t.Design.ID, s.Checkpoint)
+		})
+		if err != nil {
+			out.Metrics[MetricCheckpointWriteError] = err.Error()
+		}
+	}
+	return out
 }
 
 // Draw is what Evaluate does with t: take d to evaluate it, or find it
@@ -138,6 +208,14 @@ func hash64(s string) uint64 {
 
 // MLP trains the built-in multi-layer perceptron on the built-in spirals
 // data set; fitness is validation accuracy.
+//
+// A task with a ParentCheckpoint starts from the parent's weights where
+// the layers' shapes allow (mlp.EvaluateFrom) and reports metrics
+// inherited, inherited_params and, when it inherited nothing,
+// inherit_reason; a parent that cannot be read or decoded is such a
+// reason, never an error. A task with a CheckpointOut gets the trained
+// network's weights written there, except for a network whose training
+// diverged.
 type MLP struct{}
 
 // Name implements worker.Evaluator.
@@ -145,15 +223,38 @@ func (MLP) Name() string { return "mlp" }
 
 // Evaluate implements worker.Evaluator.
 func (MLP) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
-	res, err := mlp.Evaluate(ctx, t.Design.Genome)
+	var parent []byte
+	var readErr error
+	if t.ParentCheckpoint != "" {
+		parent, readErr = readParent(t.ParentCheckpoint, mlp.MaxCheckpointSize)
+	}
+	res, ckpt, err := mlp.EvaluateFrom(ctx, t.Design.Genome, parent)
 	switch {
 	case errors.Is(err, mlp.ErrInfeasible):
 		return worker.Infeasible(err.Error())
 	case err != nil:
 		return worker.Failed(ctx, err)
 	}
-	return worker.Outcome{Status: schema.StatusOK, Fitness: res.Accuracy, Metrics: map[string]any{
+	m := map[string]any{
 		"params": int64(res.Params), "train_accuracy": res.TrainAccuracy,
 		"loss": res.Loss, "epochs": int64(res.Epochs),
-	}}
+	}
+	if t.ParentCheckpoint != "" {
+		reason := res.InheritReason
+		if readErr != nil {
+			reason = readErr.Error()
+		}
+		setInheritance(m, res.Inherited, reason)
+		m[MetricInheritedParams] = int64(res.InheritedParams)
+	}
+	if t.CheckpointOut != "" && ckpt != nil {
+		err := writeCheckpoint(t.CheckpointOut, func(w io.Writer) error {
+			_, err := w.Write(ckpt)
+			return err
+		})
+		if err != nil {
+			m[MetricCheckpointWriteError] = err.Error()
+		}
+	}
+	return worker.Outcome{Status: schema.StatusOK, Fitness: res.Accuracy, Metrics: m}
 }

@@ -1,0 +1,395 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// The checkpoint store's rule: a design's checkpoint lives while the
+// design is in the pool, or is the parent of a design in flight (the
+// child may still need its bytes); then the controller deletes it. The
+// store so holds at most pool + in flight checkpoints, whatever the
+// budget, plus the best design's with Keep best. Everything the rule reads
+// is rebuilt from the streams: the pool from the results, the designs in
+// flight from the work queue; a restarted controller lists the store and
+// deletes whatever the rule would have deleted (orphans: a design's whose
+// deletion was cut short, or whose result was stored after its
+// checkpoint and never counted).
+
+// CheckpointConfig are a run's checkpoint settings as given. Each zero
+// field is taken from the run's record when it continues, else defaults.
+type CheckpointConfig struct {
+	// Dir keeps the checkpoints in this shared directory (an absolute
+	// path every worker mounts), as Dir/<run>/<design>.ckpt. Defaults
+	// to "": the broker's object store. Fixed for the run.
+	Dir string
+	// Max is the largest checkpoint stored, in bytes. Defaults to
+	// MaxCheckpointDefault.
+	Max int64
+	// Keep says which checkpoints outlive the run: schema.KeepBest,
+	// KeepPool or KeepAll. Defaults to KeepDefault.
+	Keep string
+	// Inherit hands each mutant its parent's checkpoint. Defaults to
+	// false.
+	Inherit *bool
+}
+
+// Checkpoint defaults.
+const (
+	MaxCheckpointDefault = 1 << 30
+	KeepDefault          = schema.KeepPool
+	// MaxCheckpointLimit bounds Max: a checkpoint is one file read and
+	// written per design, and a larger one is more likely a mistaken unit.
+	MaxCheckpointLimit = 1 << 40
+)
+
+// record is the resolved settings as the run records them.
+func (c CheckpointConfig) record() *schema.Checkpoints {
+	r := &schema.Checkpoints{Store: schema.CheckpointObject, Dir: c.Dir, Max: c.Max, Keep: c.Keep,
+		Inherit: c.Inherit != nil && *c.Inherit}
+	if c.Dir != "" {
+		r.Store = schema.CheckpointDir
+	}
+	return r
+}
+
+func (c CheckpointConfig) withDefaults() CheckpointConfig {
+	if c.Max == 0 {
+		c.Max = MaxCheckpointDefault
+	}
+	if c.Keep == "" {
+		c.Keep = KeepDefault
+	}
+	if c.Inherit == nil {
+		c.Inherit = new(false)
+	}
+	return c
+}
+
+// validate checks the fields given; zero ones are not given.
+func (c CheckpointConfig) validate() error {
+	return firstBad(
+		check{c.Dir != "" && !filepath.IsAbs(c.Dir), "Checkpoints.Dir", c.Dir, "need an absolute path: every worker must find the same directory, whatever its working directory", nil},
+		check{c.Max < 0 || c.Max > MaxCheckpointLimit, "Checkpoints.Max", c.Max, fmt.Sprintf("need 1 byte to %d (1 TiB)", int64(MaxCheckpointLimit)), nil},
+		check{c.Keep != "" && c.Keep != schema.KeepBest && c.Keep != schema.KeepPool && c.Keep != schema.KeepAll, "Checkpoints.Keep", c.Keep, "want best, pool or all", nil},
+	)
+}
+
+// CheckpointText says the settings in a few words.
+func CheckpointText(c *schema.Checkpoints) string {
+	if c == nil {
+		return "none"
+	}
+	where := c.Store
+	if c.Store == schema.CheckpointDir {
+		where = c.Dir
+	}
+	return fmt.Sprintf("%s max %d keep %s inherit %t", where, c.Max, c.Keep, c.Inherit)
+}
+
+// ckptTracker applies the store's rule. Its maps hold designs of the
+// pool and of the designs in flight only, so they stay as small as the
+// store.
+type ckptTracker struct {
+	store   checkpoint.Store
+	cfg     schema.Checkpoints
+	log     logrus.FieldLogger
+	refs    map[string]schema.CheckpointRef // stored checkpoints of pool members (and the best)
+	stored  map[string]bool                 // designs whose checkpoint is in the store
+	inPool  map[string]bool
+	parents map[string]int  // designs in flight per parent
+	flying  map[string]bool // designs in flight when this controller started
+	best    string
+	// The deletions, done in their own goroutine: a deletion is a few
+	// requests, and the results must not wait for them.
+	mu      sync.Mutex
+	queue   []string
+	wake    chan struct{}
+	done    chan struct{}
+	deleted int
+	// mutants and inherited count the counted ok mutants and those that
+	// said they inherited.
+	mutants, inherited int
+}
+
+func newCkptTracker(store checkpoint.Store, cfg schema.Checkpoints, log logrus.FieldLogger) *ckptTracker {
+	return &ckptTracker{store: store, cfg: cfg, log: log, refs: map[string]schema.CheckpointRef{},
+		stored: map[string]bool{}, inPool: map[string]bool{}, parents: map[string]int{}, flying: map[string]bool{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// published notes a design going out for the first time: its parent's
+// checkpoint lives until the design has a terminal result, and a mutant
+// of a run with inheritance is told which checkpoint it starts from.
+func (t *ckptTracker) published(d *schema.Design) {
+	if t == nil {
+		return
+	}
+	if d.Retry > 0 || len(d.Parents) == 0 {
+		return
+	}
+	p := d.Parents[0]
+	t.parents[p]++
+	if ref, ok := t.refs[p]; ok && t.cfg.Inherit {
+		d.Inherit = &ref
+	}
+}
+
+// result applies one stored result, judged v by fold f, which has
+// applied it. live is false while the controller replays the stream: the
+// designs in flight are not known yet, so nothing is deleted until
+// rebuild.
+func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
+	if t == nil {
+		return
+	}
+	id := r.DesignID
+	if r.Checkpoint != nil {
+		t.stored[id] = true
+	}
+	switch v {
+	case Counted:
+		delete(t.flying, id)
+		if r.Status == schema.StatusOK && r.Design.Origin == schema.OriginMutant && t.cfg.Inherit {
+			t.mutants++
+			if b, _ := r.Metrics["inherited"].(bool); b {
+				t.inherited++
+			}
+		}
+		if r.Status == schema.StatusOK && f.Evicted() != id {
+			t.inPool[id] = true
+			if r.Checkpoint != nil {
+				t.refs[id] = *r.Checkpoint
+			}
+		}
+		t.newBest(f, live)
+		if e := f.Evicted(); e != "" && e != id {
+			delete(t.inPool, e)
+			t.drop(e, live)
+		}
+		if len(r.Design.Parents) > 0 && live {
+			p := r.Design.Parents[0]
+			if t.parents[p]--; t.parents[p] <= 0 {
+				delete(t.parents, p)
+			}
+			t.drop(p, live)
+		}
+		t.drop(id, live)
+	case Duplicate:
+		t.drop(id, live) // a second evaluation's checkpoint, of a design no longer needed
+	}
+}
+
+// newBest follows the best design, whose checkpoint Keep best keeps.
+func (t *ckptTracker) newBest(f *Fold, live bool) {
+	if t.cfg.Keep != schema.KeepBest || f.Best() == nil || f.Best().Design.ID == t.best {
+		return
+	}
+	old := t.best
+	t.best = f.Best().Design.ID
+	if old != "" {
+		t.drop(old, live)
+	}
+}
+
+// needed reports whether id's checkpoint must live on.
+func (t *ckptTracker) needed(id string) bool {
+	return t.cfg.Keep == schema.KeepAll || t.inPool[id] || t.parents[id] > 0 || t.flying[id] || id == t.best
+}
+
+// drop deletes id's checkpoint when it is stored and no longer needed.
+func (t *ckptTracker) drop(id string, live bool) {
+	if !live || !t.stored[id] || t.needed(id) {
+		if !t.inPool[id] && id != t.best {
+			delete(t.refs, id)
+		}
+		return
+	}
+	delete(t.stored, id)
+	delete(t.refs, id)
+	t.mu.Lock()
+	t.queue = append(t.queue, id)
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// rebuild, after replay, takes the designs in flight (on the work queue or
+// awaiting a retry) and the store's contents, and deletes every stored
+// checkpoint the rule does not keep. inFlight is called only when the
+// store holds checkpoints of designs outside the pool: reading the whole
+// work queue costs a request per design.
+func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context) ([]*schema.Design, error)) error {
+	if t == nil {
+		return nil
+	}
+	refs, err := t.store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list the checkpoint store: %w", err)
+	}
+	var others []string
+	for _, r := range refs {
+		if t.inPool[r.Design] || r.Design == t.best || t.cfg.Keep == schema.KeepAll {
+			t.stored[r.Design] = true
+			continue
+		}
+		others = append(others, r.Design)
+	}
+	// Replay knew no designs in flight, so it recorded no parent's
+	// checkpoint as stored beyond the pool's: the listing says.
+	for id := range t.stored {
+		if !t.inPool[id] && id != t.best && t.cfg.Keep != schema.KeepAll {
+			delete(t.stored, id)
+		}
+	}
+	if len(others) > 0 {
+		ds, err := inFlight(ctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			t.flying[d.ID] = true
+			if len(d.Parents) > 0 {
+				t.parents[d.Parents[0]]++
+			}
+		}
+	}
+	orphans := 0
+	for _, id := range others {
+		t.stored[id] = true
+		if !t.needed(id) {
+			orphans++
+		}
+		t.drop(id, true)
+	}
+	n, err := t.store.Sweep(ctx)
+	if err != nil {
+		t.log.WithError(err).Warn("sweeping the checkpoint store for what dead writers left failed")
+	}
+	t.log.WithFields(logrus.Fields{"checkpoints": len(refs), "orphans": orphans, "leftovers": n}).Info("checkpoint store checked")
+	return nil
+}
+
+// finish applies Keep once the run is done: with best, every checkpoint
+// but the best design's goes.
+func (t *ckptTracker) finish() {
+	if t == nil {
+		return
+	}
+	if t.cfg.Keep != schema.KeepBest {
+		return
+	}
+	t.inPool = map[string]bool{}
+	for id := range t.stored {
+		t.drop(id, true)
+	}
+}
+
+// run deletes what drop queued until ctx ends, then what is left.
+func (t *ckptTracker) run(ctx context.Context) {
+	defer close(t.done)
+	for {
+		t.flush(context.WithoutCancel(ctx))
+		select {
+		case <-t.wake:
+		case <-ctx.Done():
+			t.flush(context.WithoutCancel(ctx))
+			return
+		}
+	}
+}
+
+// flush deletes every queued checkpoint. One that cannot be deleted now
+// stays in the store until the next controller of the run lists it.
+func (t *ckptTracker) flush(ctx context.Context) {
+	for {
+		t.mu.Lock()
+		q := t.queue
+		t.queue = nil
+		t.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		for _, id := range q {
+			dctx, cancel := context.WithTimeout(ctx, DeleteWait)
+			err := t.store.Delete(dctx, id)
+			cancel()
+			if err != nil {
+				t.log.WithError(err).WithField("design", id).Warn("deleting a checkpoint failed; the next controller of the run deletes it")
+				continue
+			}
+			t.mu.Lock()
+			t.deleted++
+			t.mu.Unlock()
+		}
+	}
+}
+
+// DeleteWait bounds one deletion: a broker that does not answer leaves
+// the checkpoint to the next controller's listing.
+const DeleteWait = 10 * time.Second
+
+// Deleted is the number of checkpoints deleted so far.
+func (t *ckptTracker) Deleted() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deleted
+}
+
+// openCheckpoints opens the run's store (declaring its bucket), before
+// the run is recorded: a worker that reads the record finds the bucket.
+func (c *Controller) openCheckpoints(ctx context.Context) error {
+	rec := c.cfg.Checkpoints.record()
+	var store checkpoint.Store
+	err := startRetry(ctx, c.log, "open the checkpoint store", func() (err error) {
+		if rec.Store == schema.CheckpointDir {
+			store, err = checkpoint.OpenDir(rec.Dir, c.cfg.Run)
+			return err
+		}
+		store, err = checkpoint.CreateObject(ctx, c.js, c.cfg.Run, c.cfg.Replicas, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.ckpt = newCkptTracker(store, *rec, c.log)
+	return nil
+}
+
+// inFlightDesigns reads every design of the run on the work queue, and
+// those awaiting a retry.
+func (c *Controller) inFlightDesigns(ctx context.Context) ([]*schema.Design, error) {
+	var ds []*schema.Design
+	for _, p := range c.retries {
+		ds = append(ds, &p.design)
+	}
+	subject := schema.DesignSubject(c.cfg.Run)
+	for seq := uint64(1); ; {
+		raw, err := c.designs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return ds, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the work queue: %w", err)
+		}
+		if d, _ := schema.DecodeDesign(raw.Data); d != nil {
+			ds = append(ds, d)
+		}
+		seq = raw.Sequence + 1
+	}
+}
+
+func (t *ckptTracker) summary() *CheckpointSummary {
+	return &CheckpointSummary{Stored: len(t.stored), Deleted: t.Deleted(), Mutants: t.mutants, Inherited: t.inherited}
+}
