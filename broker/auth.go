@@ -199,6 +199,29 @@ func flowControl(stream string) []string {
 	return []string{"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>"}
 }
 
+// Subjects of a run's checkpoint bucket (schema.CheckpointBucket), an
+// object store: a stream OBJ_<bucket> whose chunks are stored under
+// $O.<bucket>.C.<object nuid> and whose metadata under $O.<bucket>.M.<name>.
+func objStream(run string) string { return "OBJ_" + schema.CheckpointBucket(run) }
+
+func objSubject(run, kind string) string { return "$O." + schema.CheckpointBucket(run) + "." + kind + ".*" }
+
+// objRead are what ObjectStore.GetInfo, Get and List need: bind to the
+// bucket, read the last metadata of a name (direct get by subject), and
+// ordered push consumers on an object's chunks or on every name's
+// metadata, which ask for flow control and are deleted when done.
+func objRead(run string) []string {
+	s := objStream(run)
+	return append([]string{
+		streamInfo(s),
+		jsAPI + "DIRECT.GET." + s + "." + objSubject(run, "M"),
+		jsAPI + "DIRECT.GET." + s + ".$O." + schema.CheckpointBucket(run) + ".M.>",
+		consumerCreate(s, objSubject(run, "C")),
+		consumerCreate(s, objSubject(run, "M")),
+		jsAPI + "CONSUMER.DELETE." + s + ".*",
+	}, flowControl(s)...)
+}
+
 func workerPermissions(run string) *server.Permissions {
 	cons := schema.ConsumerName(run)
 	pub := []string{
@@ -215,6 +238,13 @@ func workerPermissions(run string) *server.Permissions {
 		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
 	}
 	pub = append(pub, ackSubjects(schema.DesignStream, cons)...) // Ack, Nak, InProgress, Term
+	// ObjectStore.Put and GetFile of the run's checkpoints: the chunks
+	// and the metadata, the purge of a replaced object's chunks (or of
+	// an upload that failed), and what reading needs. The purge takes its
+	// subject in the request body, so a worker may purge any subject of
+	// its run's bucket: a checkpoint of its own run, nothing else.
+	pub = append(pub, objSubject(run, "C"), objSubject(run, "M"), jsAPI+"STREAM.PURGE."+objStream(run))
+	pub = append(pub, objRead(run)...)
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: []string{
@@ -265,6 +295,7 @@ func readerPermissions(run string) *server.Permissions {
 	}
 	pub = append(pub, flowControl(kvStream+schema.RunBucket)...)
 	pub = append(pub, flowControl(kvStream+schema.PresenceBucket)...)
+	pub = append(pub, objRead(run)...) // the checkpoint store's figures (evoq status)
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: []string{

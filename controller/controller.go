@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -149,9 +150,10 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	defer c.stopStopper()
 	ckptCtx, stopCkpt := context.WithCancel(ctx)
 	go c.ckpt.run(ckptCtx)
-	// The deletions queued are done before Run returns: the store is
-	// then as the rule says.
-	defer func() { stopCkpt(); <-c.ckpt.done }()
+	// The deletions queued are done before Run returns, and before the
+	// summary of a run done: the store is then as the rule says.
+	deleted := sync.OnceFunc(func() { stopCkpt(); <-c.ckpt.done })
+	defer deleted()
 	defer func() { c.stopResults() }() // the consumer in use then: a restart replaces it
 	if err := c.replay(ctx); err != nil {
 		return nil, err
@@ -168,6 +170,7 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 		return nil, c.fail(ctx)
 	}
 	c.ckpt.finish()
+	deleted()
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
 	}

@@ -503,7 +503,7 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 		return evaluators.MLP{}, nil
 	case "sim":
 		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail,
-			Curve: w.simCurve, Steps: w.simSteps}, nil
+			Curve: w.simCurve, Steps: w.simSteps, Checkpoint: w.simCheckpointBytes}, nil
 	case "noop":
 		return evaluators.Noop{}, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/evoq/evoq/internal/checkpoint"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -52,6 +54,9 @@ type runStatus struct {
 	EarlyStop *schema.EarlyStop `json:"early_stop,omitempty"`
 	// Failure says why the controller failed the run (phase failed).
 	Failure *schema.Failure `json:"failure,omitempty"`
+	// Checkpoints is the run's checkpoint store now; nil for a run that
+	// keeps none.
+	Checkpoints *checkpointStatus `json:"checkpoints,omitempty"`
 	// Controller is the controller that holds the run's lease, if one
 	// does and the credential may read it.
 	Controller  *schema.Lease  `json:"controller,omitempty"`
@@ -156,6 +161,9 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (
 		st.EarlyStop = ri.Run.EarlyStop
 	}
 	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
+	if ri.Run != nil && ri.Run.Checkpoints != nil {
+		st.Checkpoints = readCheckpoints(ctx, r.JS(), ri.ID, ri.Run.Checkpoints)
+	}
 	st.readPresence(ctx, r)
 	st.readQueue(ctx, r.JS())
 	st.finish(time.Now())
@@ -312,6 +320,9 @@ func (st *runStatus) print(env Env) {
 	if l := st.Controller; l != nil {
 		fmt.Fprintf(env.Stdout, "controller: pid %d on %s since %s\n", l.PID, l.Host, l.Since.Local().Format(time.DateTime))
 	}
+	if c := st.Checkpoints; c != nil {
+		fmt.Fprintln(env.Stdout, c.line())
+	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tHOST\tSLOTS\tBUSY\tSTATE\tEVALUATIONS\tFAILURES\tLAST SEEN")
 	for _, w := range st.Workers {
@@ -385,4 +396,51 @@ func ago(t time.Time) string {
 		return "-"
 	}
 	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+// checkpointStatus is a run's checkpoint store, as listed.
+type checkpointStatus struct {
+	Store string `json:"store"` // the object store bucket, or the directory
+	Count int    `json:"count"`
+	Bytes int64  `json:"bytes"`
+	// Error says why the store could not be listed (a directory this
+	// machine does not mount, a credential that may not list it).
+	Error string `json:"error,omitempty"`
+}
+
+func readCheckpoints(ctx context.Context, js jetstream.JetStream, run string, cfg *schema.Checkpoints) *checkpointStatus {
+	cs := &checkpointStatus{Store: "object store bucket " + schema.CheckpointBucket(run)}
+	if cfg.Store == schema.CheckpointDir {
+		cs.Store = filepath.Join(cfg.Dir, run)
+	}
+	s, err := checkpoint.Open(ctx, js, run, cfg, "")
+	if err == nil {
+		var u checkpoint.Usage
+		u, err = checkpoint.Measure(ctx, s)
+		cs.Count, cs.Bytes = u.Count, u.Bytes
+	}
+	if err != nil {
+		cs.Error = err.Error()
+	}
+	return cs
+}
+
+func (c *checkpointStatus) line() string {
+	if c.Error != "" {
+		return fmt.Sprintf("checkpoints: %s: cannot list: %s", c.Store, c.Error)
+	}
+	return fmt.Sprintf("checkpoints: %d, %s, in %s", c.Count, byteSize(c.Bytes), c.Store)
+}
+
+// byteSize says n bytes in the largest unit that keeps a whole number.
+func byteSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
