@@ -204,7 +204,9 @@ func flowControl(stream string) []string {
 // $O.<bucket>.C.<object nuid> and whose metadata under $O.<bucket>.M.<name>.
 func objStream(run string) string { return "OBJ_" + schema.CheckpointBucket(run) }
 
-func objSubject(run, kind string) string { return "$O." + schema.CheckpointBucket(run) + "." + kind + ".*" }
+func objSubject(run, kind string) string {
+	return "$O." + schema.CheckpointBucket(run) + "." + kind + ".*"
+}
 
 // objRead are what ObjectStore.GetInfo, Get and List need: bind to the
 // bucket, read the last metadata of a name (direct get by subject), and
