@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,19 +239,24 @@ func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context
 	if err != nil {
 		return fmt.Errorf("list the checkpoint store: %w", err)
 	}
+	// What is stored is what the store lists, not what the results say
+	// was: an earlier controller deleted some (Keep best at the end of a
+	// run, say), and a mutant must not be told of a checkpoint that is
+	// gone.
+	t.stored = map[string]bool{}
+	listed := map[string]bool{}
 	var others []string
 	for _, r := range refs {
+		listed[r.Design] = true
 		if t.inPool[r.Design] || r.Design == t.best || t.cfg.Keep == schema.KeepAll {
 			t.stored[r.Design] = true
 			continue
 		}
 		others = append(others, r.Design)
 	}
-	// Replay knew no designs in flight, so it recorded no parent's
-	// checkpoint as stored beyond the pool's: the listing says.
-	for id := range t.stored {
-		if !t.inPool[id] && id != t.best && t.cfg.Keep != schema.KeepAll {
-			delete(t.stored, id)
+	for id := range t.refs {
+		if !listed[id] {
+			delete(t.refs, id)
 		}
 	}
 	if len(others) > 0 {
@@ -265,11 +271,11 @@ func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context
 			}
 		}
 	}
-	orphans := 0
+	var orphans []string
 	for _, id := range others {
 		t.stored[id] = true
 		if !t.needed(id) {
-			orphans++
+			orphans = append(orphans, id)
 		}
 		t.drop(id, true)
 	}
@@ -277,7 +283,11 @@ func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context
 	if err != nil {
 		t.log.WithError(err).Warn("sweeping the checkpoint store for what dead writers left failed")
 	}
-	t.log.WithFields(logrus.Fields{"checkpoints": len(refs), "orphans": orphans, "leftovers": n}).Info("checkpoint store checked")
+	f := logrus.Fields{"checkpoints": len(refs), "orphans": len(orphans), "leftovers": n}
+	if len(orphans) > 0 {
+		f["deleted"] = strings.Join(orphans[:min(len(orphans), 5)], ",")
+	}
+	t.log.WithFields(f).Info("checkpoint store checked")
 	return nil
 }
 

@@ -21,7 +21,7 @@ type ckpts struct {
 	store checkpoint.Store
 	cfg   schema.Checkpoints
 	// local holds the files passing between evaluators and the object
-	// store: this worker's own, emptied when it starts and when it ends.
+	// store: this worker process's own, removed when it ends.
 	local string
 }
 
@@ -49,11 +49,11 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 	}
 	local := ""
 	if c.Store == schema.CheckpointObject {
-		local = filepath.Join(w.cfg.TempDir, "evoq-ckpt-"+w.cfg.ID)
-		if err := os.RemoveAll(local); err != nil {
-			return fmt.Errorf("checkpoint files: %w", err)
-		}
-		if err := os.MkdirAll(local, 0o700); err != nil {
+		// A directory of this process's own: worker IDs repeat across
+		// runs (evoq run names its workers w1, w2, ...), and two runs on
+		// one node must not share, let alone empty, each other's.
+		var err error
+		if local, err = os.MkdirTemp(w.cfg.TempDir, "evoq-ckpt-"+w.cfg.Run+"-"+w.cfg.ID+"-"); err != nil {
 			return fmt.Errorf("checkpoint files: %w", err)
 		}
 	}

@@ -209,6 +209,9 @@ func TestMLPDivergedWritesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "1.ckpt")
 	g := mlpGenome([]int{64, 32}, 50)
 	g["lr"], g["momentum"], g["batch"] = 1e6, 0.99, int64(8)
+	for _, l := range g["layers"].([]any) {
+		l.(map[string]any)["activation"] = "relu" // tanh saturates rather than diverge
+	}
 	out := MLP{}.Evaluate(context.Background(), worker.Task{Design: newDesign(t, "mlpdiv", 1, g), Attempt: 1, CheckpointOut: path})
 	if out.Status != schema.StatusOK || out.Metrics["epochs"].(int64) >= 50 {
 		t.Fatalf("got %+v, want a diverged training", out)

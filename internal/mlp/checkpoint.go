@@ -151,7 +151,7 @@ func checkFrame(b []byte) ([]byte, error) {
 // body, which must hold nothing else.
 func parseTensors(body []byte) ([]tensor, error) {
 	r := reader{b: body}
-	count := r.uint32()
+	count := r.u32()
 	// Every tensor holds at least one value, so a count over MaxParams is
 	// corrupt; refusing it first bounds the slice allocated for it.
 	if count > MaxParams {
@@ -202,14 +202,14 @@ func (r *reader) take(n int) []byte {
 	return p
 }
 
-func (r *reader) uint8() int {
+func (r *reader) u8() int {
 	if p := r.take(1); p != nil {
 		return int(p[0])
 	}
 	return 0
 }
 
-func (r *reader) uint32() uint32 {
+func (r *reader) u32() uint32 {
 	if p := r.take(4); p != nil {
 		return binary.LittleEndian.Uint32(p)
 	}
@@ -219,19 +219,19 @@ func (r *reader) uint32() uint32 {
 // tensor reads one tensor of at most limit values.
 func (r *reader) tensor(limit int) (tensor, error) {
 	var t tensor
-	nameLen := r.uint8()
+	nameLen := r.u8()
 	if nameLen == 0 || nameLen > maxNameLen {
 		return t, r.or(fmt.Errorf("name of %d bytes, want 1 to %d", nameLen, maxNameLen))
 	}
 	t.name = string(r.take(nameLen))
-	rank := r.uint8()
+	rank := r.u8()
 	if rank != 1 && rank != 2 {
 		return t, r.or(fmt.Errorf("%q: rank %d, want 1 or 2", t.name, rank))
 	}
 	t.shape = make([]int, rank)
 	size := 1
 	for i := range t.shape {
-		d := r.uint32()
+		d := r.u32()
 		// Both dimensions at most limit keep size below 2^64 before it is
 		// compared with limit.
 		if d < 1 || d > uint32(limit) {

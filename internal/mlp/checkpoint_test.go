@@ -397,8 +397,8 @@ func TestEvaluateFromErrors(t *testing.T) {
 // platform's rounding cannot close it.
 func TestInheritanceHelps(t *testing.T) {
 	t.Parallel()
-	parent := parentCheckpoint(t, genome([]int{32, 32}, "relu", 0.02, 100, 0.9, 8))
-	child := genome([]int{32, 32}, "relu", 0.03, 20, 0.9, 8)
+	parent := parentCheckpoint(t, genome([]int{16, 16}, "relu", 0.02, 60, 0.9, 8))
+	child := genome([]int{16, 16}, "relu", 0.03, 20, 0.9, 8)
 	scratch := mustEvaluate(t, child)
 	inherited, _ := mustEvaluateFrom(t, child, parent)
 	t.Logf("child accuracy from scratch %.3f, from its parent %.3f", scratch.Accuracy, inherited.Accuracy)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ var (
 	inheritLineages = flag.Int("inherit.lineages", 8, "(1+1) lineages evolved by -inherit, with inheritance and without")
 	inheritGens     = flag.Int("inherit.gens", 25, "generations of each -inherit lineage")
 	inheritSeed     = flag.Uint64("inherit.seed", 1, "seed of -inherit")
+	inheritSpace    = flag.String("inherit.space", "", "YAML file of the space -inherit draws from (default: the default space)")
 )
 
 // TestInheritanceFigures reports, for random parents of the default space
@@ -34,7 +36,14 @@ func TestInheritanceFigures(t *testing.T) {
 	if !*inheritFigures {
 		t.Skip("run with -inherit")
 	}
-	sp, err := space.Parse(DefaultSpace)
+	src := DefaultSpace
+	if *inheritSpace != "" {
+		var err error
+		if src, err = os.ReadFile(*inheritSpace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := space.Parse(src)
 	if err != nil {
 		t.Fatal(err)
 	}

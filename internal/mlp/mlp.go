@@ -7,6 +7,11 @@
 // weights and the minibatch order are seeded from a hash of the genome, so
 // the same design always yields the same Result on a given platform.
 // DefaultSpace is the search space over such genomes.
+//
+// EvaluateFrom also returns the trained weights as a checkpoint, and
+// starts a design from its parent's checkpoint where the layers' shapes
+// allow: a mutant then continues its parent's training rather than
+// repeating it.
 package mlp
 
 import (
