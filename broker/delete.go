@@ -12,11 +12,14 @@ import (
 // Deleted counts what DeleteRun removed.
 type Deleted struct {
 	Results, Designs, Presence, Reports uint64
+	// Checkpoints is whether the run's checkpoint bucket was deleted.
+	Checkpoints bool
 }
 
 // DeleteRun removes one run from the broker: its work-queue consumer, the
-// designs still queued, its results and reports, its workers' heartbeats and its
-// record. Other runs share the streams and buckets and are untouched: each
+// designs still queued, its results and reports, its workers' heartbeats, its
+// checkpoint bucket (a run's own) and its record. A shared checkpoint
+// directory is the user's file system: it is left alone. Other runs share the streams and buckets and are untouched: each
 // of run's subjects is purged, nothing is deleted whole. Deleting a run
 // that is gone removes nothing and is no error.
 func DeleteRun(ctx context.Context, js jetstream.JetStream, run string) (Deleted, error) {
@@ -37,6 +40,12 @@ func DeleteRun(ctx context.Context, js jetstream.JetStream, run string) (Deleted
 	// A bucket is a stream named KV_<bucket>, a key the subject $KV.<bucket>.<key>.
 	if n.Presence, err = purgeSubject(ctx, js, "KV_"+schema.PresenceBucket, "$KV."+schema.PresenceBucket+"."+schema.PresenceKey(run, "*")); err != nil {
 		return n, err
+	}
+	switch err := js.DeleteObjectStore(ctx, schema.CheckpointBucket(run)); {
+	case err == nil:
+		n.Checkpoints = true
+	case !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return n, fmt.Errorf("delete checkpoint bucket %s: %w", schema.CheckpointBucket(run), err)
 	}
 	if _, err = purgeSubject(ctx, js, "KV_"+schema.RunBucket, "$KV."+schema.RunBucket+"."+run); err != nil {
 		return n, err

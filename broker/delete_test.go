@@ -48,10 +48,21 @@ func TestDeleteRun(t *testing.T) {
 	ctx := testutil.Context(t, 30*time.Second)
 	fillRun(t, ctx, b.JS, "drop", 3, 5)
 	fillRun(t, ctx, b.JS, "keep", 4, 6)
+	for _, run := range []string{"drop", "keep"} {
+		if _, err := b.JS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: schema.CheckpointBucket(run)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	n, err := broker.DeleteRun(ctx, b.JS, "drop")
-	if err != nil || n != (broker.Deleted{Results: 5, Designs: 3, Presence: 2}) {
-		t.Fatalf("DeleteRun: %+v, %v; want 5 results, 3 designs, 2 heartbeats", n, err)
+	if err != nil || n != (broker.Deleted{Results: 5, Designs: 3, Presence: 2, Checkpoints: true}) {
+		t.Fatalf("DeleteRun: %+v, %v; want 5 results, 3 designs, 2 heartbeats, the checkpoint bucket", n, err)
+	}
+	if _, err := b.JS.ObjectStore(ctx, schema.CheckpointBucket("drop")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("the deleted run's checkpoint bucket: %v, want not found", err)
+	}
+	if _, err := b.JS.ObjectStore(ctx, schema.CheckpointBucket("keep")); err != nil {
+		t.Errorf("the other run's checkpoint bucket: %v", err)
 	}
 	if _, err := b.JS.Consumer(ctx, schema.DesignStream, schema.ConsumerName("drop")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("the deleted run's consumer: %v, want not found", err)
@@ -71,7 +82,7 @@ func TestDeleteRun(t *testing.T) {
 	if n, err := broker.DeleteRun(ctx, b.JS, "drop"); err != nil || n != (broker.Deleted{}) {
 		t.Fatalf("DeleteRun again: %+v, %v; want nothing deleted", n, err)
 	}
-	if n, err := broker.DeleteRun(ctx, b.JS, "keep"); err != nil || n != (broker.Deleted{Results: 6, Designs: 4, Presence: 2}) {
+	if n, err := broker.DeleteRun(ctx, b.JS, "keep"); err != nil || n != (broker.Deleted{Results: 6, Designs: 4, Presence: 2, Checkpoints: true}) {
 		t.Fatalf("DeleteRun of the other run: %+v, %v; want 6 results, 4 designs, 2 heartbeats", n, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -82,6 +83,13 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("delete run %s: %w", id, err)
 	}
-	fmt.Fprintf(c.env.Stdout, "deleted run %s: %d results, %d queued designs, %d heartbeats\n", id, n.Results, n.Designs, n.Presence)
+	fmt.Fprintf(c.env.Stdout, "deleted run %s: %d results, %d queued designs, %d heartbeats", id, n.Results, n.Designs, n.Presence)
+	if n.Checkpoints {
+		fmt.Fprint(c.env.Stdout, ", its checkpoint bucket")
+	}
+	fmt.Fprintln(c.env.Stdout)
+	if ri.Run != nil && ri.Run.Checkpoints != nil && ri.Run.Checkpoints.Store == schema.CheckpointDir {
+		fmt.Fprintf(c.env.Stdout, "its checkpoints in %s are left as they are\n", filepath.Join(ri.Run.Checkpoints.Dir, id))
+	}
 	return nil
 }
