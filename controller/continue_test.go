@@ -192,7 +192,8 @@ func TestContinueNewRun(t *testing.T) {
 func TestRecordSettings(t *testing.T) {
 	t.Parallel()
 	got := strings.Join(RecordSettings(recorded(t)), " ")
-	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s error_retries=1 quarantine_after=3"
+	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s error_retries=1 quarantine_after=3" +
+		" checkpoint_dir=/shared/ckpt max_checkpoint=4096 keep_checkpoints=best inherit=true"
 	if got != want {
 		t.Errorf("RecordSettings = %q\nwant %q", got, want)
 	}

@@ -442,6 +442,9 @@ func (c *Controller) observe(ctx context.Context) {
 	l := c.slots.live(c.cfg.Now())
 	snap := Snapshot{InFlight: c.InFlight(), SlotsLive: l.slots, SlotsBusy: l.busy, Budget: c.cfg.Budget,
 		SlotsQuarantined: l.quarantined, Retries: c.fold.Tally().Retries()}
+	if c.ckpt != nil {
+		snap.Checkpoints = len(c.ckpt.stored)
+	}
 	if info, err := c.cons.Info(ctx); err == nil {
 		snap.Queued = int(info.NumPending)
 	}
@@ -475,6 +478,9 @@ func (c *Controller) progress(force bool) {
 	}
 	if c.stopper != nil {
 		f["stopped"], f["rungs_digest"] = c.fold.Count(schema.StatusStopped), c.stopper.digest()
+	}
+	if c.ckpt != nil && (len(c.ckpt.stored) > 0 || c.ckpt.Deleted() > 0) {
+		f["checkpoints"] = len(c.ckpt.stored)
 	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)

@@ -37,6 +37,9 @@ type Snapshot struct {
 	Retries int
 	// Budget is the number of designs the run evaluates.
 	Budget int
+	// Checkpoints is the number of checkpoints in the run's store, as
+	// the controller counts them.
+	Checkpoints int
 	// Best is the best fitness so far; nil until a design evaluated ok.
 	Best *float64
 }

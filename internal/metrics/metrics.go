@@ -31,6 +31,7 @@ type Controller struct {
 	evaluations *prometheus.CounterVec
 	quarantined prometheus.Gauge
 	reports     prometheus.Counter
+	checkpoints prometheus.Gauge
 	retries     atomic.Int64 // read by a counter on every scrape
 }
 
@@ -51,6 +52,7 @@ func NewController(run string) *Controller {
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "evoq_evaluations_total",
 			Help: "Designs with a terminal result, by status.", ConstLabels: labels}, []string{"status"}),
 		quarantined: g("evoq_slots_quarantined", "Live workers' slots quarantined after failing their designs in a row: they take no designs."),
+		checkpoints: g("evoq_checkpoints", "Checkpoints in the run's store: at most the pool and the designs in flight."),
 		reports: prometheus.NewCounter(prometheus.CounterOpts{Name: "evoq_reports_total",
 			Help: "Intermediate reports (fitness at a step) the controller read from the reports stream.", ConstLabels: labels}),
 	}
@@ -59,7 +61,7 @@ func NewController(run string) *Controller {
 	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "evoq_retries_total",
 		Help: "Failed attempts (error or timeout) retried on another worker instead of counting.", ConstLabels: labels},
 		func() float64 { return float64(m.retries.Load()) })
-	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations, m.quarantined, m.reports, retries)
+	m.Registry.MustRegister(m.queued, m.inFlight, m.slotsLive, m.slotsBusy, m.best, m.budget, m.evaluations, m.quarantined, m.reports, m.checkpoints, retries)
 	for _, s := range schema.Statuses {
 		m.evaluations.WithLabelValues(string(s))
 	}
@@ -76,6 +78,7 @@ func (m *Controller) Observe(s controller.Snapshot) {
 	m.slotsBusy.Set(float64(s.SlotsBusy))
 	m.budget.Set(float64(s.Budget))
 	m.quarantined.Set(float64(s.SlotsQuarantined))
+	m.checkpoints.Set(float64(s.Checkpoints))
 	m.retries.Store(int64(s.Retries))
 	if s.Best != nil {
 		m.best.Set(*s.Best)
