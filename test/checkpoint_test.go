@@ -280,6 +280,16 @@ func TestCheckpointTooLarge(t *testing.T) {
 	if s.OK != 30 || s.Checkpoints == nil || s.Checkpoints.Stored != 0 {
 		t.Fatalf("%d ok, checkpoints %+v; want 30 ok and none stored", s.OK, s.Checkpoints)
 	}
+	exp := evoq(t, time.Minute, "export", "--dir", dir, "--run", run, "--format", "csv")
+	_, rows := readCSVRows(t, exp.stdout)
+	if exp.code != 0 || len(rows) != 30 {
+		t.Fatalf("export: exit %d, %d rows\n%s", exp.code, len(rows), exp.stderr)
+	}
+	for _, row := range rows {
+		if row["checkpoint_bytes"] != "" || !strings.Contains(row["checkpoint_error"], "over the run's limit") {
+			t.Errorf("export row of %s: checkpoint_bytes %q, checkpoint_error %q", row["design_id"], row["checkpoint_bytes"], row["checkpoint_error"])
+		}
+	}
 	b := openStore(t, dir)
 	for _, res := range storedResults(t, b.JS, run) {
 		if res.Checkpoint != nil || !strings.Contains(res.CheckpointError, "over the run's limit of 32768 bytes") {

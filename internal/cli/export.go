@@ -190,7 +190,8 @@ func (c *exportCmd) output(write func(io.Writer) error) error {
 
 // fixedColumns are the export's columns before the parameters.
 var fixedColumns = []string{"seq", "design_id", "counted", "verdict", "status", "fitness", "attempt", "worker", "host",
-	"slot", "gpu", "gpu_uuid", "start", "stop", "duration_s", "origin", "parents", "error", "exit", "signal"}
+	"slot", "gpu", "gpu_uuid", "start", "stop", "duration_s", "origin", "parents", "error", "exit", "signal",
+	"checkpoint_bytes", "checkpoint_error"}
 
 func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
 	params := paramColumns(run)
@@ -249,10 +250,15 @@ func fixedValues(row exportRow) []string {
 	if r.Exit != nil {
 		exit = strconv.Itoa(*r.Exit)
 	}
+	ckpt := "" // none stored: not the same as an empty one
+	if r.Checkpoint != nil {
+		ckpt = strconv.FormatInt(r.Checkpoint.Size, 10)
+	}
 	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.verdict == controller.Counted), row.verdict.String(), string(r.Status),
 		fitness, strconv.Itoa(r.Attempt), r.Worker, r.Host,
 		strconv.Itoa(r.Slot), r.GPU, r.GPUUUID, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
-		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error, exit, r.Signal}
+		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error, exit, r.Signal,
+		ckpt, r.CheckpointError}
 }
 
 // exportFitness is the fitness export shows: a result's fitness only when
