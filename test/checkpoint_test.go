@@ -108,6 +108,11 @@ func TestCheckpoints(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json", "--run", run, "--evaluator", "sim",
 				"--sim-mean", "0.004", "--sim-checkpoint", "300KB", "--workers", "2", "--slots", "4", "--gpus", "none"}
+			if store == schema.CheckpointObject {
+				// The local workers connect with a worker credential: its
+				// permissions must cover the run's checkpoint bucket.
+				args = append(args, "--auth")
+			}
 			first := append(slices.Clone(args), "--budget", "2000", "--init", "40", "--pool", "20", "--inherit")
 			if store == schema.CheckpointDir {
 				first = append(first, "--checkpoint-dir", t.TempDir())

@@ -58,7 +58,7 @@ func TestAuthByDefault(t *testing.T) {
 	dir := t.TempDir()
 	cfPath := filepath.Join(dir, "run.json")
 	ctl := background(t, "controller", "--dir", filepath.Join(dir, "store"), "--listen", "0.0.0.0:0", "--connect-file", cfPath,
-		"--run", "guarded", "--budget", "40", "--init", "5", "--pool", "3", "--json")
+		"--run", "guarded", "--budget", "40", "--init", "5", "--pool", "3", "--inherit", "--json")
 	cf := waitConnectFile(t, cfPath, ctl)
 	if cf.Role != broker.RoleWorker || cf.NkeySeed == "" || cf.Run != "guarded" {
 		t.Fatalf("connect file: role %q run %q, seed given %v; want a worker credential for guarded", cf.Role, cf.Run, cf.NkeySeed != "")
@@ -80,15 +80,21 @@ func TestAuthByDefault(t *testing.T) {
 	if st.code != 0 || !strings.Contains(st.stdout, `"run":"guarded"`) {
 		t.Errorf("status with the reader's file: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}
-	w := evoq(t, time.Minute, "worker", "--connect", cfPath, "--slots", "2", "--evaluator", "sim", "--sim-mean", "0.01")
+	// The reader may list the run's checkpoint bucket, and the worker
+	// use it: store its designs' checkpoints, fetch their parents'.
+	if !strings.Contains(st.stdout, `"checkpoints":{"store":"object store bucket evoq-ckpt-guarded","count":0,"bytes":0}`) {
+		t.Errorf("status with the reader's file does not list the checkpoint bucket:\n%s", st.stdout)
+	}
+	w := evoq(t, time.Minute, "worker", "--connect", cfPath, "--slots", "2", "--evaluator", "sim", "--sim-mean", "0.01", "--sim-checkpoint", "300KB")
 	if w.code != 0 {
 		t.Errorf("worker with the connect file: exit %d\n%s", w.code, tail(w.stderr, 2000))
 	}
 	if err := ctl.wait(t, time.Minute); err != nil {
 		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 2000))
 	}
-	if s := lastJSON(t, ctl.stderr.String()); s.Evaluations != 40 {
-		t.Errorf("%d evaluations, want 40", s.Evaluations)
+	if s := lastJSON(t, ctl.stderr.String()); s.Evaluations != 40 || s.Checkpoints == nil || s.Checkpoints.Stored != 3 ||
+		s.Checkpoints.Mutants == 0 || s.Checkpoints.Inherited != s.Checkpoints.Mutants {
+		t.Errorf("%d evaluations, checkpoints %+v; want 40, the pool's 3 stored, every mutant inherited", s.Evaluations, s.Checkpoints)
 	}
 }
 
