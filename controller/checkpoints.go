@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/evoq/evoq/internal/checkpoint"
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
 
@@ -384,20 +382,8 @@ func (c *Controller) inFlightDesigns(ctx context.Context) ([]*schema.Design, err
 	for _, p := range c.retries {
 		ds = append(ds, &p.design)
 	}
-	subject := schema.DesignSubject(c.cfg.Run)
-	for seq := uint64(1); ; {
-		raw, err := c.designs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return ds, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read the work queue: %w", err)
-		}
-		if d, _ := schema.DecodeDesign(raw.Data); d != nil {
-			ds = append(ds, d)
-		}
-		seq = raw.Sequence + 1
-	}
+	err := c.eachQueued(ctx, func(d *schema.Design) { ds = append(ds, d) })
+	return ds, err
 }
 
 func (t *ckptTracker) summary() *CheckpointSummary {

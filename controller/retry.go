@@ -138,19 +138,28 @@ func (c *Controller) readQueue(ctx context.Context) (queueState, error) {
 	if d.Retry == 0 && c.cfg.Rules().ErrorRetries == 0 {
 		return q, nil
 	}
+	return q, c.eachQueued(ctx, func(d *schema.Design) {
+		q.last = max(q.last, d.Seq)
+		if d.Retry > 0 {
+			q.retries[retryKey{d.Seq, d.Retry}] = true
+		}
+	})
+}
+
+// eachQueued calls fn with every design of the run on the work queue, in
+// stream order, one request each; what does not decode is skipped.
+func (c *Controller) eachQueued(ctx context.Context, fn func(*schema.Design)) error {
+	subject := schema.DesignSubject(c.cfg.Run)
 	for seq := uint64(1); ; {
 		raw, err := c.designs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return q, nil
+			return nil
 		}
 		if err != nil {
-			return q, fmt.Errorf("read the work queue: %w", err)
+			return fmt.Errorf("read the work queue: %w", err)
 		}
 		if d, _ := schema.DecodeDesign(raw.Data); d != nil {
-			q.last = max(q.last, d.Seq)
-			if d.Retry > 0 {
-				q.retries[retryKey{d.Seq, d.Retry}] = true
-			}
+			fn(d)
 		}
 		seq = raw.Sequence + 1
 	}
