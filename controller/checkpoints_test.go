@@ -115,6 +115,10 @@ func TestCheckpointRule(t *testing.T) {
 	// A second evaluation of 3 stores its checkpoint again; it goes.
 	b.result(d3, 0.1, true)
 	b.stored(2, 4)
+	// The count follows the deletion it counts.
+	for deadline := time.Now().Add(10 * time.Second); b.tr.Deleted() < 3 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := b.tr.summary(); got.Stored != 2 || got.Deleted != 3 {
 		t.Errorf("summary %+v, want 2 stored, 3 deleted", got)
 	}
