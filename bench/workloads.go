@@ -11,8 +11,8 @@ import (
 type workload struct {
 	name  string
 	about string
-	// evoq run flags, full and smoke; nil for memory, replay, fidelity
-	// and stoplatency, which start their processes themselves
+	// evoq run flags, full and smoke; nil for memory, replay, fidelity,
+	// inherit and stoplatency, which start their processes themselves
 	args, smokeArgs []string
 	// Dask baseline flags, full and smoke; nil: no Dask counterpart
 	dask, smokeDask []string
@@ -20,8 +20,9 @@ type workload struct {
 }
 
 // workloads are the benchmarks, in the order "all" runs them: replay reads
-// the store that memory wrote. fidelity and stoplatency start their own
-// runs: their settings are in fidelity.go and stoplatency.go.
+// the store that memory wrote. fidelity, inherit and stoplatency start
+// their own runs: their settings are in fidelity.go, inherit.go and
+// stoplatency.go.
 var workloads = []*workload{
 	{name: "noop", about: "no-op evaluations, 8 slots in 2 worker processes: evoq's own overhead",
 		args:      []string{"--evaluator", "noop", "--slots", "8", "--workers", "2", "--budget", "20000"},
@@ -53,6 +54,9 @@ var workloads = []*workload{
 		"same seeds and slots: slot-seconds to reach full training's best, best at equal slot-seconds",
 		target: "asha reaches full training's best in <= 35% of its slot-seconds and, at equal slot-seconds, " +
 			"finds a design at least as good (medians over the seeds)"},
+	{name: "inherit", about: "the built-in mlp search from scratch against the same search with --inherit, " +
+		"same seeds, slots and design budget: slot-seconds to reach the from-scratch search's best",
+		target: "--inherit reaches the from-scratch search's best in <= 60% of the slot-seconds it took (median over the seeds)"},
 	{name: "stoplatency", about: "a persistent Python evaluator (python/evoq_eval.py) under asha: " +
 		"time from before each report() to its return, at the rungs",
 		target: "p99 <= 50 ms at the rungs, for every answer and for the stop answers alone"},
@@ -152,6 +156,8 @@ func met(row *Row) bool {
 		return row.Replay.ResultsPerS >= 100000
 	case "fidelity":
 		return row.Fidelity.ReachMet && row.Fidelity.EqualMet
+	case "inherit":
+		return row.Inherit.Met
 	case "stoplatency":
 		return row.StopLatency.met()
 	}

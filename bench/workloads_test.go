@@ -20,7 +20,7 @@ func flagValue(args []string, name string) string {
 
 func TestWorkloadTable(t *testing.T) {
 	t.Parallel()
-	if got, want := Names(), []string{"noop", "sim", "scale", "memory", "replay", "fidelity", "stoplatency"}; !slices.Equal(got, want) {
+	if got, want := Names(), []string{"noop", "sim", "scale", "memory", "replay", "fidelity", "inherit", "stoplatency"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v (replay must follow memory)", got, want)
 	}
 	for _, w := range workloads {
@@ -32,7 +32,7 @@ func TestWorkloadTable(t *testing.T) {
 			if (w.dask == nil) != (w.smokeDask == nil) {
 				t.Errorf("dask %v, smoke dask %v: a smoke run would skip or invent a Dask run", w.dask, w.smokeDask)
 			}
-			if own := []string{"memory", "replay", "fidelity", "stoplatency"}; slices.Contains(own, w.name) {
+			if own := []string{"memory", "replay", "fidelity", "inherit", "stoplatency"}; slices.Contains(own, w.name) {
 				if w.args != nil || w.dask != nil {
 					t.Errorf("%s starts its own processes; it has no evoq run flags", w.name)
 				}
@@ -174,6 +174,8 @@ func TestMet(t *testing.T) {
 		{"fidelity both halves", &Row{Workload: "fidelity", Fidelity: &Fidelity{ReachMet: true, EqualMet: true}}, true},
 		{"fidelity slow to reach", &Row{Workload: "fidelity", Fidelity: &Fidelity{EqualMet: true}}, false},
 		{"fidelity worse at equal", &Row{Workload: "fidelity", Fidelity: &Fidelity{ReachMet: true}}, false},
+		{"inherit fast enough", &Row{Workload: "inherit", Inherit: &Inherit{Met: true}}, true},
+		{"inherit too slow", &Row{Workload: "inherit", Inherit: &Inherit{}}, false},
 		{"stoplatency at target", &Row{Workload: "stoplatency", StopLatency: &StopLatency{
 			Rung: &Quantiles{N: 100, P99: 50}, Stop: &Quantiles{N: 60, P99: 50}}}, true},
 		{"stoplatency stop answers slow", &Row{Workload: "stoplatency", StopLatency: &StopLatency{

@@ -33,7 +33,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", "Runs named workloads end to end with real worker processes over TCP and prints evoq run's figures;\n"+
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
-		"fidelity (full training against early stopping) and stoplatency (a persistent Python evaluator's stop answers).", c.env.Stderr)
+		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
+		"and stoplatency (a persistent Python evaluator's stop answers).", c.env.Stderr)
 	fs.StringVar(&c.workloads, "workload", "noop,sim", "comma-separated workloads, or all")
 	fs.BoolVar(&c.vsDask, "vs-dask", false, "run the Dask baseline of each workload too (needs Debian's python3-distributed)")
 	fs.BoolVar(&c.smoke, "smoke", false, "one short iteration of each workload: checks that the bench runs, measures nothing")
@@ -41,7 +42,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity: seeds 1..N (default 5, 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity and inherit: seeds 1..N (default 5, 1 with --smoke)")
 	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -114,6 +115,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 			printFidelity(c.env.Stdout, r.Fidelity, rep.Smoke)
 		case r.StopLatency != nil:
 			printStopLatency(w, r.StopLatency)
+		case r.Inherit != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			printInherit(c.env.Stdout, r.Inherit, rep.Smoke)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)
@@ -203,6 +209,45 @@ func printFidelity(out io.Writer, f *bench.Fidelity, smoke bool) {
 	if !smoke {
 		fmt.Fprintf(out, "  asha reaches full's best in <= 35%% of its slot-seconds: %s; at equal slot-seconds at least as good: %s\n",
 			verdict(f.ReachMet), verdict(f.EqualMet))
+	}
+}
+
+// printInherit prints the inherit workload's runs, one row per run of
+// each seed, then the medians and the target.
+func printInherit(out io.Writer, f *bench.Inherit, smoke bool) {
+	s := f.Settings
+	procs := map[bool]string{true: "1 worker process", false: fmt.Sprintf("%d worker processes", s.Workers)}[s.Workers == 1]
+	fmt.Fprintf(out, "  mlp evaluator, %d slots in %s, %d designs a run (init %d, pool %d); seeds 1..%d\n",
+		s.Slots, procs, s.Budget, s.Init, s.Pool, s.Seeds)
+	fmt.Fprintf(out, "  slot-seconds: time inside the evaluations stored up to a result, in the results stream's order\n")
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "  seed\trun\tok\tepochs\tbest\tbest at\tslot-s\twall s\tcpu\tmutants inherited\treached scratch's best\n")
+	for _, is := range f.Seeds {
+		for _, r := range []bench.InheritRun{is.Scratch, is.Inherit} {
+			reached, inherited := "", "-"
+			if r.Mode == "inherit" {
+				inherited = fmt.Sprintf("%d of %d (%s)", r.Inherited, r.Mutants, pct(r.InheritedShare))
+				reached = fmt.Sprintf("not reached in %g slot-s, %s of scratch's to its best (best %+.4f)", r.SlotS,
+					pct(is.TotalShare), is.BestDelta)
+				if is.Reached {
+					reached = fmt.Sprintf("at %s (%g slot-s, result %d; best %+.4f)", pct(is.Share), is.ReachedSlotS,
+						is.ReachedResults, is.BestDelta)
+				}
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%d\t%d\t%.4f\t%g slot-s (result %d)\t%g\t%g\t%g\t%s\t%s\n", is.Seed, r.Mode, r.OK,
+				r.Epochs, r.Best, r.BestSlotS, r.BestResults, r.SlotS, r.WallS, r.CPUShare, inherited, reached)
+		}
+	}
+	w.Flush()
+	share := "most seeds never reached it"
+	if f.Share != nil {
+		share = "median " + pct(*f.Share)
+	}
+	fmt.Fprintf(out, "  median of %d seeds: reached scratch's best in %d (%s); best %.4f against scratch's %.4f, median difference %+.4f; %s of mutants inherited\n",
+		len(f.Seeds), f.Reached, share, f.InheritBest, f.ScratchBest, f.BestDelta, pct(f.InheritedShare))
+	fmt.Fprintf(out, "  largest CPU share of a run: %g of the machine\n", f.CPUShareMax)
+	if !smoke {
+		fmt.Fprintf(out, "  --inherit reaches scratch's best in <= 60%% of its slot-seconds: %s\n", verdict(f.Met))
 	}
 }
 
