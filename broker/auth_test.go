@@ -711,6 +711,11 @@ func TestPermissions(t *testing.T) {
 	for _, role := range []broker.Role{broker.RoleWorker, broker.RoleReader} {
 		p := broker.Permissions(role, "r1")
 		for _, s := range append(append([]string{}, p.Publish.Allow...), p.Subscribe.Allow...) {
+			// A worker may purge in its own run's checkpoint bucket only:
+			// an object store purges a replaced object's chunks.
+			if role == broker.RoleWorker && s == "$JS.API.STREAM.PURGE.OBJ_"+schema.CheckpointBucket("r1") {
+				continue
+			}
 			for _, no := range []string{"evoq.design.", "PURGE", "STREAM.DELETE", "MSG.DELETE", "STREAM.CREATE", "STREAM.UPDATE",
 				"CONSUMER.CREATE.EVOQ_DESIGNS", "CONSUMER.DELETE.EVOQ_DESIGNS"} {
 				if strings.Contains(s, no) {

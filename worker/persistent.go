@@ -66,12 +66,14 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 	if err != nil {
 		return Failed(ctx, err)
 	}
+	// "attempt" stays the line's last key, where it was before the
+	// checkpoint paths came: a shell evaluator may match the line's end.
 	line, err := json.Marshal(struct {
 		*schema.Design
-		Attempt          int    `json:"attempt"`
 		CheckpointOut    string `json:"checkpoint_out,omitempty"`
 		ParentCheckpoint string `json:"parent_checkpoint,omitempty"`
-	}{t.Design, t.Attempt, t.CheckpointOut, t.ParentCheckpoint})
+		Attempt          int    `json:"attempt"`
+	}{t.Design, t.CheckpointOut, t.ParentCheckpoint, t.Attempt})
 	if err != nil {
 		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
 	}
