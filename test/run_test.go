@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -246,5 +247,32 @@ func write(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A done run leaves nothing unacked on its work queue: a worker that
+// leaves when the run is done still waits for the confirmation of the
+// result it is storing, and acks its design. An unacked design would be
+// evaluated again when the run is continued. The run ends as its last
+// result is stored, so it is run a few times: a lost ack showed in about
+// two runs of five.
+func TestDoneRunAckedAll(t *testing.T) {
+	t.Parallel()
+	for i := range 4 {
+		run := fmt.Sprintf("acked%d", i)
+		_, dir := runJSON(t, 2*time.Minute, "--run", run, "--evaluator", "sim", "--sim-mean", "0.004", "--workers", "2",
+			"--slots", "4", "--gpus", "none", "--budget", "300")
+		ctx := testutil.Context(t, 10*time.Second)
+		c, err := openStore(t, dir).JS.Consumer(ctx, schema.DesignStream, schema.ConsumerName(run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending != 0 || info.NumPending != 0 {
+			t.Fatalf("run %d: %d designs unacked, %d queued after the run was done", i+1, info.NumAckPending, info.NumPending)
+		}
 	}
 }

@@ -324,6 +324,11 @@ func (w *Worker) inProgress(msg design) func() {
 
 // store publishes res and waits for the broker's confirmation, retrying
 // until it comes (across broker restarts) or the worker is hard-stopped.
+// PublishWait bounds the wait for the broker's confirmation of one
+// attempt to store a result (nats.go's own default for a request); an
+// attempt that gets none is retried, with the same Nats-Msg-Id.
+const PublishWait = 5 * time.Second
+
 func (w *Worker) store(s *slotState, res *schema.Result) bool {
 	data, err := schema.EncodeResult(res)
 	if err != nil {
@@ -345,7 +350,15 @@ func (w *Worker) store(s *slotState, res *schema.Result) bool {
 		}
 	}}
 	err = broker.Retry(w.evalCtx, b, func() error {
-		_, err := w.js.Publish(w.evalCtx, subject, data, jetstream.WithMsgID(id))
+		// A stop does not cut short a publish already out: when the run
+		// is done the worker stops at once, often while the last
+		// result's confirmation is on its way, and a result stored but
+		// never acked leaves its design on the work queue, evaluated
+		// again if the run is continued. A stop ends the retries, not
+		// the wait for one confirmation, which PublishWait bounds.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.evalCtx), PublishWait)
+		defer cancel()
+		_, err := w.js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
 		return err
 	})
 	return err == nil // else hard-stopped: the caller hands the design back
