@@ -214,16 +214,46 @@ func TestPoolOnZDT1(t *testing.T) {
 	}
 }
 
+// The pool's ranks, kept as members come and go, are those Ranks computes
+// from scratch, with infeasible points and ties among them.
+func TestPoolRanksIncremental(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	p := NewPool[int](40)
+	for i := range 3000 {
+		q := pt(0, math.Round(r.Float64()*8), math.Round(r.Float64()*8))
+		if r.IntN(6) == 0 {
+			q.Violation = float64(r.IntN(3) + 1)
+		}
+		p.Add(i, q)
+		want := Ranks(p.Points())
+		for k := range p.Len() {
+			if p.Rank(k) != want[k] {
+				t.Fatalf("after %d points member %d has rank %d, want %d", i+1, k, p.Rank(k), want[k])
+			}
+		}
+	}
+}
+
+// BenchmarkPoolAdd adds ZDT1 points to a full pool: uniform ones, which
+// spread over many ranks with many dominations (a search's start), and
+// ones near the front (g within 1%: a search that has converged).
 func BenchmarkPoolAdd(b *testing.B) {
-	for _, size := range []int{100, 1000} {
-		b.Run(sizeName(size), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		size int
+		g    float64 // the range of x2..xn
+	}{{"uniform/pool100", 100, 1}, {"uniform/pool1000", 1000, 1}, {"near-front/pool1000", 1000, 0.001}} {
+		b.Run(c.name, func(b *testing.B) {
+			size := c.size
 			r := rand.New(rand.NewPCG(5, 6))
 			p := NewPool[int](size)
 			point := func() Point {
 				x := make([]float64, ZDTVars)
 				for k := range x {
-					x[k] = r.Float64()
+					x[k] = r.Float64() * c.g
 				}
+				x[0] = r.Float64()
 				o := ZDT1(x)
 				return pt(0, o[0], o[1])
 			}
@@ -236,11 +266,4 @@ func BenchmarkPoolAdd(b *testing.B) {
 			}
 		})
 	}
-}
-
-func sizeName(n int) string {
-	if n >= 1000 {
-		return "pool1000"
-	}
-	return "pool100"
 }
