@@ -1,0 +1,97 @@
+package space_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+const crossYAML = `
+name: cross
+params:
+  lr: {type: float, min: 0.0001, max: 1.0, log: true}
+  dropout: {type: float, min: 0.0, max: 0.5}
+  width: {type: int, min: 8, max: 512, log: true}
+  act: {type: choice, values: [relu, tanh, gelu]}
+  layers:
+    type: list
+    min: 1
+    max: 4
+    item:
+      units: {type: int, min: 4, max: 256}
+      drop: {type: float, min: 0.0, max: 0.9}
+`
+
+// Every child of two genomes of the space fits the space, takes one
+// parent's list length, and the same seed gives the same child.
+func TestCrossoverFits(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, crossYAML)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		a, b := s.Random(r), s.Random(r)
+		seed := uint64(i)
+		c, err := s.Crossover(a, b, rand.New(rand.NewPCG(seed, 9)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Validate(c); err != nil {
+			t.Fatalf("child of %v and %v does not fit: %v", a, b, err)
+		}
+		n, na, nb := len(c["layers"].([]any)), len(a["layers"].([]any)), len(b["layers"].([]any))
+		if n != na && n != nb {
+			t.Fatalf("child has %d layers, its parents %d and %d", n, na, nb)
+		}
+		for _, k := range []string{"width", "act"} {
+			if !reflect.DeepEqual(c[k], a[k]) && !reflect.DeepEqual(c[k], b[k]) {
+				t.Fatalf("child's %s %v is neither parent's (%v, %v)", k, c[k], a[k], b[k])
+			}
+		}
+		again, _ := s.Crossover(a, b, rand.New(rand.NewPCG(seed, 9)))
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("the same seed gave two children: %v and %v", c, again)
+		}
+	}
+	if _, err := s.Crossover(map[string]any{"lr": 7.0}, s.Random(r), r); err == nil {
+		t.Error("a parent outside the space was accepted")
+	}
+}
+
+// Simulated binary crossover puts children near their parents, on either
+// side of each (half of them between the parents, by its spread factor's
+// law), centred on the parents' mean; equal parents give themselves.
+func TestCrossoverSBX(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, "name: f\nparams:\n  x: {type: float, min: 0.0, max: 1.0}\n")
+	r := rand.New(rand.NewPCG(3, 4))
+	sum, inside, near := 0.0, 0, 0
+	const n = 20000
+	for range n {
+		c, err := s.Crossover(map[string]any{"x": 0.2}, map[string]any{"x": 0.8}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := c["x"].(float64)
+		sum += x
+		if x >= 0.2 && x <= 0.8 {
+			inside++
+		}
+		if math.Min(math.Abs(x-0.2), math.Abs(x-0.8)) < 0.1 {
+			near++
+		}
+	}
+	if mean := sum / n; math.Abs(mean-0.5) > 0.01 {
+		t.Errorf("mean child %.4f, want 0.5", mean)
+	}
+	if share := float64(inside) / n; math.Abs(share-0.5) > 0.02 {
+		t.Errorf("%.3f of the children lie between their parents; want half", share)
+	}
+	if share := float64(near) / n; share < 0.8 {
+		t.Errorf("%.3f of the children lie within 0.1 of a parent; want most (eta %d)", share, 15)
+	}
+	c, _ := s.Crossover(map[string]any{"x": 0.3}, map[string]any{"x": 0.3}, r)
+	if c["x"] != 0.3 {
+		t.Errorf("equal parents 0.3 gave %v", c["x"])
+	}
+}
