@@ -1,8 +1,11 @@
 package space
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"reflect"
 )
 
 // SBXEta is the distribution index of the simulated binary crossover of
@@ -90,4 +93,35 @@ func (p *listParam) cross(a, b []any, r *rand.Rand) []any {
 		}
 	}
 	return out
+}
+
+// MutateEach alters each mutable parameter of g with probability rate (a
+// list as a whole: one of its edits), and at least one, so that the child
+// differs from its parent where the space allows: with rate 0 it is
+// Mutate. rate must lie in [0, 1].
+func (s *Space) MutateEach(g map[string]any, rate float64, r *rand.Rand) (map[string]any, error) {
+	if !(rate >= 0 && rate <= 1) {
+		return nil, fmt.Errorf("mutation rate %v: want 0 to 1", rate)
+	}
+	parent, err := s.Validate(g)
+	if err != nil {
+		return nil, err
+	}
+	if !s.root.mutable() {
+		return parent, nil
+	}
+	child := maps.Clone(parent)
+	changed := false
+	for _, i := range s.root.movable {
+		f := s.root.fields[i]
+		if r.Float64() < rate {
+			v := f.p.mutate(parent[f.name], r)
+			changed = changed || !reflect.DeepEqual(v, parent[f.name])
+			child[f.name] = v
+		}
+	}
+	if changed {
+		return child, nil
+	}
+	return s.Mutate(child, r)
 }

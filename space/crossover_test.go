@@ -95,3 +95,48 @@ func TestCrossoverSBX(t *testing.T) {
 		t.Errorf("equal parents 0.3 gave %v", c["x"])
 	}
 }
+
+// MutateEach changes about rate of the parameters, never none, and its
+// children fit the space.
+func TestMutateEach(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, crossYAML)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, rate := range []float64{0, 0.2, 1} {
+		changed := 0
+		const n = 3000
+		for range n {
+			a := s.Random(r)
+			c, err := s.MutateEach(a, rate, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Validate(c); err != nil {
+				t.Fatalf("child %v does not fit: %v", c, err)
+			}
+			d := 0
+			for k := range a {
+				if !reflect.DeepEqual(a[k], c[k]) {
+					d++
+				}
+			}
+			if d == 0 {
+				t.Fatalf("rate %v: a child equal to its parent %v", rate, a)
+			}
+			changed += d
+		}
+		// 5 parameters; at rate 0 exactly one changes, at rate 1 nearly all
+		// (a mutation may land on the same value), at 0.2 about one.
+		mean := float64(changed) / n
+		want := map[float64][2]float64{0: {1, 1}, 0.2: {1, 1.6}, 1: {4.5, 5}}[rate]
+		if mean < want[0] || mean > want[1] {
+			t.Errorf("rate %v: %.2f parameters changed on average, want %v", rate, mean, want)
+		}
+	}
+	if _, err := s.MutateEach(s.Random(r), 1.5, r); err == nil {
+		t.Error("a rate of 1.5 was accepted")
+	}
+	if _, err := s.MutateEach(map[string]any{"lr": 7.0}, 0.5, r); err == nil {
+		t.Error("a parent outside the space was accepted")
+	}
+}
