@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -266,24 +265,9 @@ func decisionsAsked(sum *controller.Summary) int {
 // readSpans reads run's results from the store in dir, which no process
 // uses any more, and judges them by the counting rule.
 func readSpans(ctx context.Context, dir, run string) ([]span, error) {
-	rd, err := history.Open(ctx, history.Source{Dir: dir})
+	results, verdicts, err := readResults(ctx, dir, run)
 	if err != nil {
 		return nil, err
-	}
-	defer rd.Close()
-	ri, err := rd.Pick(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
-	var results []*schema.Result
-	var verdicts []controller.Verdict
-	err = rd.Results(ctx, run, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
-		results, verdicts = append(results, res), append(verdicts, tally.Judge(res, err))
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the results of %s: %w", run, err)
 	}
 	return spansOf(results, verdicts), nil
 }

@@ -9,6 +9,7 @@
 package pareto
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -118,7 +119,7 @@ func crowd(ps []Point, idx []int, d []float64) {
 		// Ties broken by index, so the distances do not depend on the
 		// sort's whims.
 		slices.SortFunc(s, func(a, b int) int {
-			if c := cmpFloat(ps[a].Obj[m], ps[b].Obj[m]); c != 0 {
+			if c := cmp.Compare(ps[a].Obj[m], ps[b].Obj[m]); c != 0 {
 				return c
 			}
 			return a - b
@@ -132,16 +133,6 @@ func crowd(ps []Point, idx []int, d []float64) {
 			d[s[k]] += (ps[s[k+1]].Obj[m] - ps[s[k-1]].Obj[m]) / (hi - lo)
 		}
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Better reports whether point i beats point j in a tournament: the lower
@@ -165,10 +156,10 @@ func Hypervolume2D(ps []Point, ref [2]float64) float64 {
 		}
 	}
 	slices.SortFunc(pts, func(a, b [2]float64) int {
-		if c := cmpFloat(a[0], b[0]); c != 0 {
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
 			return c
 		}
-		return cmpFloat(a[1], b[1])
+		return cmp.Compare(a[1], b[1])
 	})
 	// In increasing first objective, the points that lower the best
 	// second objective so far are the front's staircase; each adds the
