@@ -102,7 +102,7 @@ type ckptTracker struct {
 	store   checkpoint.Store
 	cfg     schema.Checkpoints
 	log     logrus.FieldLogger
-	refs    map[string]schema.CheckpointRef // stored checkpoints of pool members (and the best)
+	refs    map[string]schema.CheckpointRef // stored checkpoints of pool members, for their children
 	stored  map[string]bool                 // designs whose checkpoint is in the store
 	inPool  map[string]bool
 	parents map[string]int  // designs in flight per parent
@@ -152,7 +152,9 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 		return
 	}
 	id := r.DesignID
-	if r.Checkpoint != nil {
+	// Replay notes nothing stored: rebuild takes that from the store's
+	// listing, so that the maps never hold the whole history.
+	if r.Checkpoint != nil && live {
 		t.stored[id] = true
 	}
 	switch v {
@@ -172,7 +174,10 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 		}
 		t.newBest(f, live)
 		if e := f.Evicted(); e != "" && e != id {
+			// Out of the pool, it is no tournament's winner: no new
+			// design inherits from it.
 			delete(t.inPool, e)
+			delete(t.refs, e)
 			t.drop(e, live)
 		}
 		if len(r.Design.Parents) > 0 && live {
@@ -184,7 +189,13 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 		}
 		t.drop(id, live)
 	case Duplicate:
-		t.drop(id, live) // a second evaluation's checkpoint, of a design no longer needed
+		// A second evaluation stored its checkpoint over the first: a pool
+		// member's children start from those bytes (training need not be
+		// deterministic); any other design's goes.
+		if t.inPool[id] && r.Checkpoint != nil {
+			t.refs[id] = *r.Checkpoint
+		}
+		t.drop(id, live)
 	}
 }
 
@@ -208,9 +219,6 @@ func (t *ckptTracker) needed(id string) bool {
 // drop deletes id's checkpoint when it is stored and no longer needed.
 func (t *ckptTracker) drop(id string, live bool) {
 	if !live || !t.stored[id] || t.needed(id) {
-		if !t.inPool[id] && id != t.best {
-			delete(t.refs, id)
-		}
 		return
 	}
 	delete(t.stored, id)

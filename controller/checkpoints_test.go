@@ -47,8 +47,13 @@ func (b *ckptBundle) design(seq uint64, parent uint64) *schema.Design {
 // result stores d's checkpoint as a worker would, then folds its result.
 func (b *ckptBundle) result(d *schema.Design, fitness float64, live bool) {
 	b.t.Helper()
+	b.resultBytes(d, fitness, live, []byte(d.ID))
+}
+
+func (b *ckptBundle) resultBytes(d *schema.Design, fitness float64, live bool, data []byte) {
+	b.t.Helper()
 	p := b.store.OutPath(d.ID, "w")
-	if err := os.WriteFile(p, []byte(d.ID), 0o644); err != nil {
+	if err := os.WriteFile(p, data, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	ref, err := b.store.Put(context.Background(), d.ID, p)
@@ -122,6 +127,15 @@ func TestCheckpointRule(t *testing.T) {
 	if got := b.tr.summary(); got.Stored != 2 || got.Deleted != 3 {
 		t.Errorf("summary %+v, want 2 stored, 3 deleted", got)
 	}
+	// A second evaluation of pool member 2 stores other bytes: its next
+	// child is told of those.
+	b.resultBytes(d2, 0.6, true, []byte("other weights"))
+	d5 := b.design(5, 2)
+	b.tr.published(d5)
+	if d5.Inherit == nil || d5.Inherit.Size != int64(len("other weights")) {
+		t.Errorf("a child of %s after its second evaluation told of %+v, want the second evaluation's checkpoint", d2.ID, d5.Inherit)
+	}
+	b.stored(2, 4)
 }
 
 // With keep best, the best design's checkpoint outlives its eviction
