@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -465,27 +464,22 @@ func continueCheckpoints(rec *schema.Run, cfg *Config, k *Continuation, now time
 		return &SettingError{Field: "Checkpoints.Dir", Recorded: where(r.Dir), Given: c.Dir,
 			Why: "the run's checkpoints are in its recorded store, so it cannot change mid-run (leave it out to continue with the recorded store)"}
 	}
-	change := func(name string, given *string, recorded string) {
-		switch {
-		case *given == "":
-			*given = recorded
-			k.Taken = append(k.Taken, name+"="+recorded)
-		case *given != recorded:
-			k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: recorded, To: *given})
-		}
-	}
-	change("keep_checkpoints", &c.Keep, r.Keep)
-	maxText := ""
-	if c.Max != 0 {
-		maxText = fmt.Sprint(c.Max)
-	}
-	change("max_checkpoint", &maxText, fmt.Sprint(r.Max))
-	c.Max, _ = strconv.ParseInt(maxText, 10, 64)
-	inherit := ""
-	if c.Inherit != nil {
-		inherit = strconv.FormatBool(*c.Inherit)
-	}
-	change("inherit", &inherit, strconv.FormatBool(r.Inherit))
-	c.Inherit = new(inherit == "true")
+	takeOrChange(k, "keep_checkpoints", &c.Keep, c.Keep != "", r.Keep, now)
+	takeOrChange(k, "max_checkpoint", &c.Max, c.Max != 0, r.Max, now)
+	inherit := c.Inherit != nil && *c.Inherit
+	takeOrChange(k, "inherit", &inherit, c.Inherit != nil, r.Inherit, now)
+	c.Inherit = &inherit
 	return nil
+}
+
+// takeOrChange takes a setting from the record unless one is given; a
+// given value that differs is a change.
+func takeOrChange[V comparable](k *Continuation, name string, given *V, isGiven bool, recorded V, now time.Time) {
+	switch {
+	case !isGiven:
+		*given = recorded
+		k.Taken = append(k.Taken, fmt.Sprintf("%s=%v", name, recorded))
+	case *given != recorded:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: fmt.Sprint(recorded), To: fmt.Sprint(*given)})
+	}
 }
