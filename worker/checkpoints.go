@@ -81,8 +81,8 @@ func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.D
 	if c == nil {
 		return taskFiles{}
 	}
+	// The tag names the delivery, so no earlier attempt wrote this file.
 	f := taskFiles{out: c.store.OutPath(d.ID, tag)}
-	_ = os.Remove(f.out) // an earlier attempt's, on this worker
 	if !c.cfg.Inherit || d.Origin != schema.OriginMutant {
 		return f
 	}
@@ -143,9 +143,12 @@ func (c *ckpts) put(ctx context.Context, log logrus.FieldLogger, f taskFiles, re
 	if c == nil || f.out == "" {
 		return
 	}
-	defer f.discard()
+	if res.Status != schema.StatusOK {
+		f.discard()
+		return
+	}
 	st, err := os.Stat(f.out)
-	if errors.Is(err, os.ErrNotExist) || res.Status != schema.StatusOK {
+	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	l := log.WithField("design", res.DesignID)
@@ -156,13 +159,14 @@ func (c *ckpts) put(ctx context.Context, log logrus.FieldLogger, f taskFiles, re
 		res.CheckpointError = fmt.Sprintf("checkpoint of %d bytes is over the run's limit of %d bytes (max-checkpoint); not stored",
 			st.Size(), c.cfg.Max)
 	default:
-		ref, err := c.store.Put(ctx, res.DesignID, f.out)
+		ref, err := c.store.Put(ctx, res.DesignID, f.out) // which removes the file, stored or not
 		if err == nil {
 			res.Checkpoint = &ref
 			return
 		}
 		res.CheckpointError = err.Error()
 	}
+	f.discard()
 	l.WithField("error", res.CheckpointError).Error("checkpoint not stored; the result is kept, and mutants of this design train from scratch")
 }
 

@@ -2,11 +2,8 @@ package checkpoint
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,21 +122,4 @@ func (d *Dir) Sweep(context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// hashCounter is a SHA-256 that counts its bytes.
-type hashCounter struct {
-	h hash.Hash
-	n int64
-}
-
-func newHashCounter() hashCounter { return hashCounter{h: sha256.New()} }
-
-func (c *hashCounter) Write(p []byte) {
-	c.h.Write(p)
-	c.n += int64(len(p))
-}
-
-func (c *hashCounter) digest() string {
-	return schema.DigestPrefix + hex.EncodeToString(c.h.Sum(nil))
 }

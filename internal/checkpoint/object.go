@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -65,11 +66,12 @@ func (o *Object) Put(ctx context.Context, design, path string) (schema.Checkpoin
 		return schema.CheckpointRef{}, err
 	}
 	defer f.Close()
-	d := newDigester(f)
-	if _, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: design}, d); err != nil {
+	h := sha256.New()
+	info, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: design}, io.TeeReader(f, h))
+	if err != nil {
 		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w", design, err)
 	}
-	return d.ref(design), nil
+	return schema.CheckpointRef{Design: design, Size: int64(info.Size), Digest: schema.DigestPrefix + hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // Fetch implements Store: it downloads into dst.
@@ -169,22 +171,4 @@ func hexDigest(d string) string {
 		return ""
 	}
 	return schema.DigestPrefix + hex.EncodeToString(b)
-}
-
-// digester hashes and counts what passes through it.
-type digester struct {
-	r io.Reader
-	h hashCounter
-}
-
-func newDigester(r io.Reader) *digester { return &digester{r: r, h: newHashCounter()} }
-
-func (d *digester) Read(p []byte) (int, error) {
-	n, err := d.r.Read(p)
-	d.h.Write(p[:n])
-	return n, err
-}
-
-func (d *digester) ref(design string) schema.CheckpointRef {
-	return schema.CheckpointRef{Design: design, Size: d.h.n, Digest: d.h.digest()}
 }
