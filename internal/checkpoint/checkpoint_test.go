@@ -130,6 +130,17 @@ func TestStores(t *testing.T) {
 			if u, err := checkpoint.Measure(ctx, b.store); err != nil || u.Count != 0 {
 				t.Errorf("after Delete: %+v, %v", u, err)
 			}
+			if b.js != nil {
+				// Nothing of it is left in the bucket's stream, the
+				// deletion's marker included.
+				st, err := b.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket("r1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if si, err := st.Info(ctx); err != nil || si.State.Msgs != 0 {
+					t.Errorf("the bucket's stream holds %d messages after Delete (%v), want none", si.State.Msgs, err)
+				}
+			}
 		})
 	}
 }

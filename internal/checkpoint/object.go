@@ -94,13 +94,25 @@ func (o *Object) Fetch(ctx context.Context, ref schema.CheckpointRef, dst string
 	return dst, nil
 }
 
-// Delete implements Store.
+// Delete implements Store. The object store marks a deleted object with a
+// metadata message of its own, kept for ever: one per design, across a
+// run of a million designs, is a store that grows with the budget. Once
+// the marker is there (a reader now finds the object deleted, not
+// chunks gone under it), it is purged too.
 func (o *Object) Delete(ctx context.Context, design string) error {
 	err := o.obs.Delete(ctx, design)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	stream, err := o.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket(o.run))
+	if err != nil {
+		return err
+	}
+	meta := "$O." + schema.CheckpointBucket(o.run) + ".M." + base64.URLEncoding.EncodeToString([]byte(design))
+	return stream.Purge(ctx, jetstream.WithPurgeSubject(meta))
 }
 
 // List implements Store.
