@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,11 @@ func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) re
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, evoqBin, args...)
+	// Past the limit, SIGQUIT first: the Go runtime prints every
+	// goroutine's stack to stderr, which the failure below shows, so that
+	// a hang says where it hangs. SIGKILL follows if that does not end it.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -75,7 +81,7 @@ func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) re
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("evoq %s: still running after %s\nstderr:\n%s", strings.Join(args, " "), limit, tail(r.stderr, 4000))
+		t.Fatalf("evoq %s: still running after %s\nstderr, ending with its goroutines:\n%s", strings.Join(args, " "), limit, tail(r.stderr, 30000))
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
