@@ -18,7 +18,12 @@ const (
 	PoolDefault       = 10
 	TournamentDefault = 3
 	ReplaceDefault    = ReplaceWorst
-	SeedDefault       = 1
+	// CrossoverDefault and MutationRateDefault are the variation
+	// operators of a run that does not choose: measured on the built-in
+	// tasks (README, "Several objectives").
+	CrossoverDefault    = 0.0
+	MutationRateDefault = 0.0
+	SeedDefault         = 1
 	// MarginAuto, as Config.Margin, derives the margin from the live
 	// slots (MarginFor).
 	MarginAuto = -1
@@ -95,6 +100,23 @@ type Config struct {
 	// run has, so it is fixed for the run's life. nil means not given;
 	// a rule named RuleNone means none, explicitly. Defaults to none.
 	EarlyStop *schema.EarlyStop
+	// Objectives are what the run optimizes, and the constraints on it
+	// (see Objectives). It decides the pool, so it is fixed for the run's
+	// life. Defaults to fitness:max alone.
+	Objectives Objectives
+	// HVRef is the hypervolume's reference point, one value per objective
+	// in its own units (for a maximized objective, a value below every
+	// design's). Defaults to one derived from the initial designs (see
+	// hvTrack); read only with several objectives or constraints.
+	HVRef []float64
+	// Crossover is the probability that a new design is the crossover of
+	// two tournament winners (space.Crossover) rather than a copy of
+	// one; MutationRate the probability that the mutation alters each
+	// parameter (space.MutateEach), 0 meaning exactly one parameter. They
+	// make the designs, so they are fixed for the run's life. nil means
+	// not given. Defaults to CrossoverDefault and MutationRateDefault.
+	Crossover    *float64
+	MutationRate *float64
 	// Checkpoints are the run's checkpoint store and inheritance (see
 	// CheckpointConfig).
 	Checkpoints CheckpointConfig
@@ -181,6 +203,12 @@ func (c Config) withDefaults() Config {
 		c.EarlyStop = nil
 	}
 	c.Checkpoints = c.Checkpoints.withDefaults()
+	if c.Crossover == nil {
+		c.Crossover = new(float64(CrossoverDefault))
+	}
+	if c.MutationRate == nil {
+		c.MutationRate = new(float64(MutationRateDefault))
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -234,7 +262,15 @@ func (c Config) ValidateGiven() error {
 	if err := c.Checkpoints.validate(); err != nil {
 		return err
 	}
+	if err := validateObjectives(c.Objectives, c.HVRef); err != nil {
+		return err
+	}
 	return firstBad(
+		check{c.Crossover != nil && !(*c.Crossover >= 0 && *c.Crossover <= 1), "Crossover", derefF(c.Crossover), "want a probability, 0 to 1", nil},
+		check{c.MutationRate != nil && !(*c.MutationRate >= 0 && *c.MutationRate <= 1), "MutationRate", derefF(c.MutationRate),
+			"want a probability, 0 to 1 (0: exactly one parameter per mutant)", nil},
+		check{c.Objectives.Pareto() && c.Replace == ReplaceOldest, "Replace", string(c.Replace),
+			"oldest ages the pool by fitness alone; a pool of several objectives or constraints keeps the best by domination rank: leave --replace out", []string{"Objectives"}},
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
 		check{c.Budget < 0, "Budget", c.Budget, "need at least 1", nil},
 		check{c.Init < 0, "Init", c.Init, "need at least 1", nil},
@@ -330,7 +366,33 @@ func (c Config) Fields() logrus.Fields {
 		"fail_fast":     failFastText(c.FailFast),
 		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
 		"early_stop": EarlyStopText(c.EarlyStop), "checkpoints": CheckpointText(c.Checkpoints.record()),
+		"objectives": c.Objectives.String(), "variation": VariationText(c.variation()),
 	}
+}
+
+// variation is c's operators as the run's record holds them.
+func (c Config) variation() *schema.Variation {
+	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate)}
+}
+
+// VariationText says a run's operators in a few words; nil is the one
+// runs recorded before operators were kept used.
+func VariationText(v *schema.Variation) string {
+	if v == nil {
+		v = &schema.Variation{}
+	}
+	m := "one parameter"
+	if v.MutationRate > 0 {
+		m = fmt.Sprintf("each parameter with p=%g", v.MutationRate)
+	}
+	return fmt.Sprintf("crossover p=%g, mutation of %s", v.Crossover, m)
+}
+
+func derefF(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func failFastText(n int) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,9 +43,11 @@ import (
 //     value may be free under the new one; what the old value stopped
 //     (its worker's slots) is then in the worker's own hands.
 //
+//   - HVRef only says where the hypervolume is measured from.
+//
 // Everything the fold or the design generator reads (Space, Seed, Init,
-// Pool, Replace, Tournament, Seeds, ErrorRetries, EarlyStop) is fixed for the run's
-// life: changing it would make the rebuilt pool differ from the pool
+// Pool, Replace, Tournament, Seeds, ErrorRetries, EarlyStop, Objectives,
+// Crossover, MutationRate) is fixed for the run's life: changing it would make the rebuilt pool differ from the pool
 // before the restart.
 
 // SettingError says a setting given for a run that continues cannot be
@@ -128,6 +131,9 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 		return cfg, nil, err
 	}
 	if err := continueCheckpoints(rec, &cfg, k, now); err != nil {
+		return cfg, nil, err
+	}
+	if err := continueSearch(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
 	continueQuarantine(rec, &cfg, k, now)
@@ -436,6 +442,18 @@ func RecordSettings(rec *schema.Run) []string {
 		}
 		out = append(out, fmt.Sprintf("max_checkpoint=%d", c.Max), "keep_checkpoints="+c.Keep, fmt.Sprintf("inherit=%t", c.Inherit))
 	}
+	if len(rec.Objectives) > 0 {
+		out = append(out, "objectives="+strings.Join(rec.Objectives, ","))
+	}
+	for _, c := range rec.Constraints {
+		out = append(out, "constraint="+c)
+	}
+	if rec.HVRef != nil {
+		out = append(out, "hv_ref="+refText(rec.HVRef))
+	}
+	if v := rec.Variation; v != nil {
+		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
+	}
 	return out
 }
 
@@ -482,4 +500,66 @@ func takeOrChange[V comparable](k *Continuation, name string, given *V, isGiven 
 	case *given != recorded:
 		k.Changes = append(k.Changes, schema.Change{At: now, Setting: name, From: fmt.Sprint(recorded), To: fmt.Sprint(*given)})
 	}
+}
+
+// continueSearch takes the objectives and the variation operators from
+// the record, or refuses others given; the reference point may change. A
+// run recorded before objectives were kept optimized fitness alone; one
+// recorded before operators were kept altered one parameter of one
+// parent, and goes on doing so.
+func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
+	recObj, err := ObjectivesOf(rec)
+	if err != nil {
+		return fmt.Errorf("%w: Objectives: %v", ErrConfig, err)
+	}
+	switch {
+	case cfg.Objectives.Objs == nil && cfg.Objectives.Cons == nil:
+		cfg.Objectives = recObj
+		if recObj.Pareto() {
+			k.Taken = append(k.Taken, "objectives="+strings.ReplaceAll(recObj.String(), " ", "_"))
+		}
+	case cfg.Objectives.String() != recObj.String():
+		return &SettingError{Field: "Objectives", Recorded: recObj.String(), Given: cfg.Objectives.String(),
+			Why: "they decide which designs the pool keeps, so they cannot change mid-run (leave them out to continue with the recorded ones, or start a new run seeded from this one)"}
+	}
+	switch {
+	case cfg.HVRef == nil:
+		cfg.HVRef = rec.HVRef
+	case !slices.Equal(cfg.HVRef, rec.HVRef):
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "hv_ref", From: refText(rec.HVRef), To: refText(cfg.HVRef)})
+	}
+	v, why := rec.Variation, fixedWhy
+	if v == nil {
+		v = &schema.Variation{}
+		why = "the run was recorded before variation operators were kept, so it made its mutants by altering one parameter of one parent, and goes on doing so (leave them out, or start a new run seeded from this one)"
+		k.Recorded = append(k.Recorded, "variation")
+	}
+	for _, op := range []struct {
+		field, name string
+		given       **float64
+		rec         float64
+	}{{"Crossover", "crossover", &cfg.Crossover, v.Crossover}, {"MutationRate", "mutation_rate", &cfg.MutationRate, v.MutationRate}} {
+		switch {
+		case *op.given == nil:
+			*op.given = new(op.rec)
+			if rec.Variation != nil {
+				k.Taken = append(k.Taken, fmt.Sprintf("%s=%g", op.name, op.rec))
+			}
+		case **op.given != op.rec:
+			return &SettingError{Field: op.field, Recorded: fmt.Sprint(op.rec), Given: fmt.Sprint(**op.given), Why: why}
+		}
+	}
+	return nil
+}
+
+// refText is a reference point as a flag gives it.
+func refText(ref []float64) string {
+	if ref == nil {
+		return "derived"
+	}
+	parts := make([]string, len(ref))
+	for i, v := range ref {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ",")
 }

@@ -19,7 +19,9 @@ func recorded(t *testing.T) *schema.Run {
 	return &schema.Run{Run: "x", Phase: schema.PhaseRunning, Budget: 300, Space: sp.Name(), SpaceYAML: sp.Source(),
 		Seed: 7, AckWait: 30 * time.Second, Init: 30, Pool: 15, Replace: "worst", Tournament: 3,
 		Margin: MarginAuto, MaxDeliver: 3, FailFast: 10, ErrorRetries: new(1), QuarantineAfter: new(3),
-		Checkpoints: &schema.Checkpoints{Store: schema.CheckpointDir, Dir: "/shared/ckpt", Max: 4096, Keep: schema.KeepBest, Inherit: true}}
+		Checkpoints: &schema.Checkpoints{Store: schema.CheckpointDir, Dir: "/shared/ckpt", Max: 4096, Keep: schema.KeepBest, Inherit: true},
+		Objectives:  []string{"fitness:max", "params:min"}, Constraints: []string{"params<=60000"}, HVRef: []float64{0, 100000},
+		Variation: &schema.Variation{Crossover: 0.5, MutationRate: 0.1}}
 }
 
 func TestContinueTakesTheRecord(t *testing.T) {
@@ -37,12 +39,17 @@ func TestContinueTakesTheRecord(t *testing.T) {
 	if cfg.Space == nil || string(cfg.Space.Source()) != string(rec.SpaceYAML) {
 		t.Errorf("continued without the recorded space")
 	}
+	if got := cfg.Objectives.String(); got != "fitness:max,params:min subject to params<=60000" || *cfg.Crossover != 0.5 || *cfg.MutationRate != 0.1 ||
+		len(cfg.HVRef) != 2 || cfg.HVRef[1] != 100000 {
+		t.Errorf("continued with objectives %q, hv ref %v, crossover %v, mutation rate %v; want the record's", got, cfg.HVRef, *cfg.Crossover, *cfg.MutationRate)
+	}
 	if len(k.Changes) != 0 || len(k.Recorded) != 0 {
 		t.Errorf("changes %v, recorded now %v; want none", k.Changes, k.Recorded)
 	}
 	taken := strings.Join(k.Taken, " ")
 	for _, want := range []string{"budget=300", "seed=7", "init=30", "pool=15", "tournament=3", "replace=worst", "space=mlp-spirals", "margin=auto", "ack_wait=30s",
-		"error_retries=1", "quarantine_after=3", "checkpoint_dir=/shared/ckpt", "max_checkpoint=4096", "keep_checkpoints=best", "inherit=true"} {
+		"error_retries=1", "quarantine_after=3", "checkpoint_dir=/shared/ckpt", "max_checkpoint=4096", "keep_checkpoints=best", "inherit=true",
+		"objectives=fitness:max,params:min_subject_to_params<=60000", "crossover=0.5", "mutation_rate=0.1"} {
 		if !strings.Contains(taken, want) {
 			t.Errorf("taken %q lacks %s", taken, want)
 		}
@@ -86,6 +93,19 @@ func TestContinueGivenSettings(t *testing.T) {
 		{"retries off", func(c *Config) { c.ErrorRetries = new(0) }, "ErrorRetries", ""},
 		{"a quarantine threshold", func(c *Config) { c.QuarantineAfter = new(5) }, "", "quarantine_after:3:5"},
 		{"quarantine off", func(c *Config) { c.QuarantineAfter = new(0) }, "", "quarantine_after:3:0"},
+		{"the same objectives", func(c *Config) { c.Objectives = recordedObjectives(t) }, "", ""},
+		{"other objectives", func(c *Config) {
+			c.Objectives = recordedObjectives(t)
+			c.Objectives.Objs = c.Objectives.Objs[:1]
+		}, "Objectives", ""},
+		{"no constraint", func(c *Config) {
+			c.Objectives = recordedObjectives(t)
+			c.Objectives.Cons = nil
+		}, "Objectives", ""},
+		{"another reference point", func(c *Config) { c.HVRef = []float64{0.5, 90000} }, "", "hv_ref:0,100000:0.5,90000"},
+		{"the same operators", func(c *Config) { c.Crossover, c.MutationRate = new(0.5), new(0.1) }, "", ""},
+		{"another crossover", func(c *Config) { c.Crossover = new(0.9) }, "Crossover", ""},
+		{"another mutation rate", func(c *Config) { c.MutationRate = new(0.0) }, "MutationRate", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +140,15 @@ func TestContinueGivenSettings(t *testing.T) {
 	}
 }
 
+func recordedObjectives(t *testing.T) Objectives {
+	t.Helper()
+	o, err := ObjectivesOf(recorded(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // A record that predates a setting leaves it to the flags or the
 // defaults, and says it is recorded from now on; except ErrorRetries,
 // which says which results count: a run recorded before it counted
@@ -128,7 +157,7 @@ func TestContinueOlderRecord(t *testing.T) {
 	t.Parallel()
 	rec := recorded(t)
 	rec.Tournament, rec.Margin, rec.MaxDeliver, rec.FailFast, rec.ErrorRetries, rec.QuarantineAfter = 0, 0, 0, 0, nil, nil
-	rec.Checkpoints = nil
+	rec.Checkpoints, rec.Variation, rec.Objectives, rec.Constraints, rec.HVRef = nil, nil, nil, nil, nil
 	cfg, k, err := resolve(rec, Config{Run: "x", Tournament: 5, ExpectSlots: 40}, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +169,17 @@ func TestContinueOlderRecord(t *testing.T) {
 	if *cfg.ErrorRetries != 0 || cfg.Rules().ErrorRetries != 0 {
 		t.Errorf("error retries %d; want 0, the rule the run's results were counted by", *cfg.ErrorRetries)
 	}
-	if got := strings.Join(k.Recorded, " "); got != "tournament error_retries checkpoints quarantine_after margin max_deliver fail_fast" {
+	if got := strings.Join(k.Recorded, " "); got != "tournament error_retries checkpoints variation quarantine_after margin max_deliver fail_fast" {
 		t.Errorf("recorded now: %q", got)
+	}
+	// A run recorded before operators were kept made its mutants by
+	// altering one parameter of one parent, and goes on so; it ranked by
+	// fitness alone.
+	if *cfg.Crossover != 0 || *cfg.MutationRate != 0 || cfg.Objectives.Pareto() {
+		t.Errorf("crossover %v, mutation rate %v, objectives %s; want 0, 0 (one parameter) and fitness alone", *cfg.Crossover, *cfg.MutationRate, cfg.Objectives)
+	}
+	if _, _, err := resolve(rec, Config{Run: "x", Crossover: new(0.5)}, time.Now); !errors.As(err, new(*SettingError)) {
+		t.Errorf("crossover given for a run recorded without operators: %v; want a SettingError", err)
 	}
 	var se *SettingError
 	if _, _, err := resolve(rec, Config{Run: "x", ErrorRetries: new(1)}, time.Now); !errors.As(err, &se) || se.Field != "ErrorRetries" {
@@ -193,7 +231,8 @@ func TestRecordSettings(t *testing.T) {
 	t.Parallel()
 	got := strings.Join(RecordSettings(recorded(t)), " ")
 	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s error_retries=1 quarantine_after=3" +
-		" checkpoint_dir=/shared/ckpt max_checkpoint=4096 keep_checkpoints=best inherit=true"
+		" checkpoint_dir=/shared/ckpt max_checkpoint=4096 keep_checkpoints=best inherit=true" +
+		" objectives=fitness:max,params:min constraint=params<=60000 hv_ref=0,100000 crossover=0.5 mutation_rate=0.1"
 	if got != want {
 		t.Errorf("RecordSettings = %q\nwant %q", got, want)
 	}

@@ -301,7 +301,7 @@ func (c *Controller) declareRun(ctx context.Context) error {
 // the settings resolved against the run's record: the fold and the
 // fail-fast check.
 func (c *Controller) initState() {
-	c.fold = NewFold(NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace)
+	c.fold = NewFoldFor(NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace, c.cfg.Objectives, c.cfg.HVRef)
 	c.failFast = NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 
@@ -343,6 +343,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 	if p == schema.PhaseFailed {
 		failure = c.failure
 	}
+	objs, cons := c.cfg.Objectives.Record()
 	data, err := schema.EncodeRun(&schema.Run{
 		Run: c.cfg.Run, Phase: p, Budget: c.cfg.Budget, Space: c.cfg.Space.Name(),
 		SpaceYAML: c.cfg.Space.Source(), Seed: *c.cfg.Seed, AckWait: c.cfg.AckWait,
@@ -352,6 +353,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		SeedsFrom: c.cfg.SeedsFrom, Seeds: c.cfg.Seeds, Changes: c.changes,
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
 		EarlyStop: c.cfg.EarlyStop, Checkpoints: c.cfg.Checkpoints.record(),
+		Objectives: objs, Constraints: cons, HVRef: c.cfg.HVRef, Variation: c.cfg.variation(),
 		Created: c.created, Updated: now,
 	})
 	if err != nil {

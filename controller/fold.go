@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -18,19 +19,38 @@ type Fold struct {
 	bestRand *Member // best of the designs of random origin
 	stats    *Stats
 	evicted  string // the design the last Apply evicted from the pool
+	obj      Objectives
+	// unmeasured counts ok results that lack an objective (a worker that
+	// did not check them): counted, but kept out of the pool.
+	unmeasured int
+	hv         *hvTrack
 }
 
 // NewFold returns an empty fold that counts the results t counts; t is
 // new and the fold's own, since judging a result records it. init is the
 // number of initial random designs, pool and replace configure the pool.
 func NewFold(t *Tally, init, pool int, replace Replace) *Fold {
-	return &Fold{
+	return NewFoldFor(t, init, pool, replace, Objectives{}, nil)
+}
+
+// NewFoldFor is NewFold for a run's objectives: with several (or with
+// constraints) the pool is ranked by domination and replace is not read.
+// ref is the hypervolume's reference point in the objectives' own units;
+// nil derives it from the first init results (see hvTrack).
+func NewFoldFor(t *Tally, init, pool int, replace Replace, o Objectives, ref []float64) *Fold {
+	f := &Fold{
 		tally:  t,
 		init:   init,
 		pool:   NewPool(pool, replace),
 		counts: map[schema.Status]int{},
 		stats:  NewStats(),
+		obj:    o,
 	}
+	if o.Pareto() {
+		f.pool = NewRankedPool(pool)
+		f.hv = newHVTrack(o, ref, init)
+	}
+	return f
 }
 
 // Apply judges the next stored result in stream order, as
@@ -49,7 +69,19 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 		return v
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
+	if f.pool.Ranked() {
+		p, err := f.obj.Measure(r.Fitness, r.Metrics)
+		if err != nil {
+			f.unmeasured++
+			return v
+		}
+		m.Point = p
+		f.hv.seen(p)
+	}
 	f.evicted = f.pool.Add(m)
+	if f.hv != nil {
+		f.hv.update(f.pool)
+	}
 	if f.best == nil || m.Fitness > f.best.Fitness {
 		f.best = &m
 	}
@@ -57,6 +89,23 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 		f.bestRand = &m
 	}
 	return v
+}
+
+// Objectives are the fold's objectives.
+func (f *Fold) Objectives() Objectives { return f.obj }
+
+// Unmeasured is the number of ok results kept out of a ranked pool for
+// want of an objective.
+func (f *Fold) Unmeasured() int { return f.unmeasured }
+
+// Hypervolume is the hypervolume of the pool's front and its reference
+// point, in the objectives' own units; ok is false for a pool of one
+// fitness, and while the reference point is not known yet.
+func (f *Fold) Hypervolume() (hv float64, ref []float64, ok bool) {
+	if f.hv == nil || f.hv.ref == nil {
+		return 0, nil, false
+	}
+	return f.hv.hypervolume(), f.obj.Values(pareto.Point{Obj: f.hv.ref}), true
 }
 
 // Evicted is the ID of the design the last Apply evicted from the pool

@@ -320,16 +320,44 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 		d.Genome = c.cfg.Space.Random(r)
 		return d
 	}
-	parent := c.fold.Pool().Tournament(r, c.cfg.Tournament)
-	g, err := c.cfg.Space.Mutate(parent.Design.Genome, r)
+	g, parents, err := c.vary(r)
 	if err != nil {
-		c.log.WithError(err).WithField("parent", parent.Design.ID).Warn("parent does not fit the search space; sampling a random design instead")
+		c.log.WithError(err).WithField("parents", parents).Warn("parent does not fit the search space; sampling a random design instead")
 		d.Genome = c.cfg.Space.Random(r)
 		return d
 	}
-	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, []string{parent.Design.ID}
+	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, parents
 	c.ckpt.published(d)
 	return d
+}
+
+// vary makes a child of the pool by the run's operators: with probability
+// Crossover, the crossover of two tournament winners (the first is the
+// parent whose checkpoint a child inherits), else a copy of one; then
+// mutated, each parameter with probability MutationRate, or exactly one
+// when it is 0. An operator at 0 draws nothing from r, so a run recorded
+// before operators were kept makes the designs it made.
+func (c *Controller) vary(r *rand.Rand) (map[string]any, []string, error) {
+	v := c.cfg.variation()
+	pool := c.fold.Pool()
+	a := pool.Tournament(r, c.cfg.Tournament)
+	g, parents := a.Design.Genome, []string{a.Design.ID}
+	if v.Crossover > 0 && r.Float64() < v.Crossover {
+		b := pool.Tournament(r, c.cfg.Tournament)
+		if b.Design.ID != a.Design.ID {
+			parents = append(parents, b.Design.ID)
+		}
+		var err error
+		if g, err = c.cfg.Space.Crossover(g, b.Design.Genome, r); err != nil {
+			return nil, parents, err
+		}
+	}
+	if v.MutationRate > 0 {
+		g, err := c.cfg.Space.MutateEach(g, v.MutationRate, r)
+		return g, parents, err
+	}
+	g, err := c.cfg.Space.Mutate(g, r)
+	return g, parents, err
 }
 
 // publish stores every design of batch on the work queue and waits for
@@ -451,6 +479,12 @@ func (c *Controller) observe(ctx context.Context) {
 	if b := c.fold.Best(); b != nil {
 		snap.Best = &b.Fitness
 	}
+	if c.fold.Pool().Ranked() {
+		snap.Front = len(c.fold.Pool().Front())
+		if hv, _, ok := c.fold.Hypervolume(); ok {
+			snap.Hypervolume = &hv
+		}
+	}
 	c.cfg.Metrics.Observe(snap)
 }
 
@@ -481,6 +515,12 @@ func (c *Controller) progress(force bool) {
 	}
 	if c.ckpt != nil && (len(c.ckpt.stored) > 0 || c.ckpt.Deleted() > 0) {
 		f["checkpoints"] = len(c.ckpt.stored)
+	}
+	if c.fold.Pool().Ranked() {
+		f["front"] = len(c.fold.Pool().Front())
+		if hv, _, ok := c.fold.Hypervolume(); ok {
+			f["hypervolume"] = round(hv, 6)
+		}
 	}
 	if p.ETA > 0 {
 		f["eta"] = p.ETA.Round(time.Second)

@@ -42,4 +42,9 @@ type Snapshot struct {
 	Checkpoints int
 	// Best is the best fitness so far; nil until a design evaluated ok.
 	Best *float64
+	// Front is the size of the pool's front and Hypervolume its
+	// hypervolume, in a run of several objectives; nil Hypervolume while
+	// the reference point is not known, or for a run of one fitness.
+	Front       int
+	Hypervolume *float64
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -37,15 +38,24 @@ func ParseReplace(s string) (Replace, error) {
 type Member struct {
 	Design  schema.Design
 	Fitness float64
+	// Point is its objectives, oriented to minimize, and its constraint
+	// violation, in a pool ranked by domination; empty otherwise.
+	Point pareto.Point
 }
 
 // Pool is the bounded population of the search. Members are kept oldest
 // first. It is a pure value: the same results in the same order give the
 // same pool.
+//
+// A pool of several objectives (or constraints) ranks its members by
+// constraint domination: it keeps the best by non-domination rank, then
+// crowding distance, and its tournaments compare the same way (see
+// pareto.Pool). Otherwise it keeps the fittest, or the youngest.
 type Pool struct {
 	size    int
 	replace Replace
 	members []Member
+	ranked  *pareto.Pool[Member] // the members of a pool ranked by domination
 }
 
 // NewPool returns an empty pool of at most size members.
@@ -53,17 +63,59 @@ func NewPool(size int, replace Replace) *Pool {
 	return &Pool{size: size, replace: replace, members: make([]Member, 0, size+1)}
 }
 
+// NewRankedPool returns an empty pool of at most size members ranked by
+// domination: members must carry their Point.
+func NewRankedPool(size int) *Pool {
+	return &Pool{size: size, ranked: pareto.NewPool[Member](size)}
+}
+
+// Ranked reports whether the pool ranks by domination.
+func (p *Pool) Ranked() bool { return p.ranked != nil }
+
 // Len is the number of members.
-func (p *Pool) Len() int { return len(p.members) }
+func (p *Pool) Len() int { return len(p.Members()) }
 
 // Members returns the members, oldest first. The slice is the pool's own:
 // do not modify it.
-func (p *Pool) Members() []Member { return p.members }
+func (p *Pool) Members() []Member {
+	if p.ranked != nil {
+		return p.ranked.Items()
+	}
+	return p.members
+}
+
+// Front is the pool's non-dominated feasible members, oldest first; in a
+// pool of one fitness, the fittest (the oldest of equals).
+func (p *Pool) Front() []Member {
+	if p.ranked != nil {
+		var out []Member
+		for _, i := range p.ranked.Front() {
+			out = append(out, p.ranked.Item(i))
+		}
+		return out
+	}
+	if len(p.members) == 0 {
+		return nil
+	}
+	b := 0
+	for i, m := range p.members {
+		if m.Fitness > p.members[b].Fitness {
+			b = i
+		}
+	}
+	return []Member{p.members[b]}
+}
 
 // Add inserts m and, when the pool is over its size, evicts one member by
 // the replacement policy. It returns the evicted member's design ID, or ""
 // while the pool fills.
 func (p *Pool) Add(m Member) string {
+	if p.ranked != nil {
+		if ev, ok := p.ranked.Add(m, m.Point); ok {
+			return ev.Design.ID
+		}
+		return ""
+	}
 	p.members = append(p.members, m)
 	if len(p.members) <= p.size {
 		return ""
@@ -90,8 +142,15 @@ func (p *Pool) worst() int {
 
 // Tournament samples k distinct members uniformly and returns the fittest
 // (the first sampled wins ties). The pool must not be empty.
+// In a pool ranked by domination the winner has the lowest rank, then the
+// largest crowding distance.
 func (p *Pool) Tournament(r *rand.Rand, k int) Member {
-	n := len(p.members)
+	members := p.Members()
+	n := len(members)
+	better := func(i, j int) bool { return members[i].Fitness > members[j].Fitness }
+	if p.ranked != nil {
+		better = p.ranked.Better
+	}
 	k = min(max(k, 1), n)
 	best := -1
 	// A partial Fisher-Yates shuffle over a sparse index map: k draws,
@@ -107,24 +166,38 @@ func (p *Pool) Tournament(r *rand.Rand, k int) Member {
 		x := j + r.IntN(n-j)
 		i := at(x)
 		swapped[x] = at(j)
-		if best < 0 || p.members[i].Fitness > p.members[best].Fitness {
+		if best < 0 || better(i, best) {
 			best = i
 		}
 	}
-	return p.members[best]
+	return members[best]
 }
 
 // Digest is a short hash of the members and their order: two pools with
-// the same digest hold the same designs with the same fitness in the same
-// order.
-func (p *Pool) Digest() string {
+// the same digest hold the same designs with the same fitness (and, ranked
+// by domination, the same objectives and violation) in the same order.
+func (p *Pool) Digest() string { return digest(p.Members()) }
+
+// FrontDigest is Digest of the front alone.
+func (p *Pool) FrontDigest() string { return digest(p.Front()) }
+
+func digest(members []Member) string {
 	h := sha256.New()
 	var b [8]byte
-	for _, m := range p.members {
+	put := func(f float64) {
+		binary.BigEndian.PutUint64(b[:], math.Float64bits(f))
+		h.Write(b[:])
+	}
+	for _, m := range members {
 		h.Write([]byte(m.Design.ID))
 		h.Write([]byte{0})
-		binary.BigEndian.PutUint64(b[:], math.Float64bits(m.Fitness))
-		h.Write(b[:])
+		put(m.Fitness)
+		if m.Point.Obj != nil {
+			for _, v := range m.Point.Obj {
+				put(v)
+			}
+			put(m.Point.Violation)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

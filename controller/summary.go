@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
@@ -58,6 +59,67 @@ type Summary struct {
 	EarlyStop *EarlyStopSummary `json:"early_stop,omitempty"`
 	// Checkpoints is what the checkpoint store holds and did.
 	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
+	// Pareto is the front of a run of several objectives or constraints;
+	// nil for one ranked by fitness alone.
+	*Pareto
+}
+
+// Pareto is the front of a pool ranked by domination, in a summary.
+type Pareto struct {
+	// Objectives and Constraints are the run's, as the flags give them.
+	Objectives  []string `json:"objectives"`
+	Constraints []string `json:"constraints,omitempty"`
+	// Front is the pool's non-dominated feasible designs, oldest first,
+	// and FrontDigest their digest (Pool.FrontDigest): a replay of the
+	// same results gives the same.
+	Front       []FrontMember `json:"front"`
+	FrontDigest string        `json:"front_digest"`
+	// Hypervolume is the front's, from the reference point HVRef (in the
+	// objectives' own units); null while the reference point is derived
+	// from the initial designs and they are not all in.
+	Hypervolume *float64  `json:"hypervolume"`
+	HVRef       []float64 `json:"hv_ref"`
+	// HypervolumeRatio is Hypervolume over the true front's, for a
+	// built-in problem whose front is known (zdt1, zdt2).
+	HypervolumeRatio *float64 `json:"hypervolume_ratio,omitempty"`
+	// Unmeasured is the ok results kept out of the pool for want of an
+	// objective or a constrained value.
+	Unmeasured int `json:"unmeasured,omitempty"`
+}
+
+// FrontMember is one design of the front.
+type FrontMember struct {
+	ID         string             `json:"id"`
+	Objectives map[string]float64 `json:"objectives"`
+	Fitness    float64            `json:"fitness"`
+	Genome     map[string]any     `json:"genome"`
+}
+
+// ParetoOf is the fold's front, or nil for a pool of one fitness. For a
+// run of a built-in problem whose front is known (its search space is
+// named zdt1 or zdt2, its objectives f1:min,f2:min), it has the
+// hypervolume's ratio to the true front's.
+func ParetoOf(f *Fold, space string) *Pareto {
+	if !f.Pool().Ranked() {
+		return nil
+	}
+	o := f.Objectives()
+	p := &Pareto{FrontDigest: f.Pool().FrontDigest(), Unmeasured: f.Unmeasured(), Front: []FrontMember{}}
+	p.Objectives, p.Constraints = o.Record()
+	for _, m := range f.Pool().Front() {
+		fm := FrontMember{ID: m.Design.ID, Fitness: m.Fitness, Genome: m.Design.Genome, Objectives: map[string]float64{}}
+		for i, v := range o.Values(m.Point) {
+			fm.Objectives[o.List()[i].Name] = v
+		}
+		p.Front = append(p.Front, fm)
+	}
+	if hv, ref, ok := f.Hypervolume(); ok {
+		p.Hypervolume, p.HVRef = &hv, ref
+		if t := pareto.TrueHypervolumeAt(space, o.List(), ref); !math.IsNaN(t) {
+			p.HypervolumeRatio = new(round(hv/t, 6))
+		}
+	}
+	return p
 }
 
 // CheckpointSummary is the checkpoint store as the controller sees it.
@@ -119,6 +181,7 @@ func (c *Controller) Summary() *Summary {
 	if c.ckpt != nil {
 		s.Checkpoints = c.ckpt.summary()
 	}
+	s.Pareto = ParetoOf(f, c.cfg.Space.Name())
 	if c.stopper != nil {
 		s.EarlyStop = c.stopper.summary()
 	}
@@ -149,6 +212,12 @@ func (s *Summary) Fields() logrus.Fields {
 	}
 	if s.EarlyStop != nil {
 		f["stopped"], f["rungs_digest"] = s.Stopped, s.EarlyStop.Digest
+	}
+	if s.Pareto != nil {
+		f["front"], f["front_digest"] = len(s.Front), s.FrontDigest
+		if s.Hypervolume != nil {
+			f["hypervolume"] = round(*s.Hypervolume, 6)
+		}
 	}
 	return f
 }

@@ -482,8 +482,38 @@ func (r *Run) Validate() error {
 			return err
 		}
 	}
+	if err := r.validateSearch(); err != nil {
+		return err
+	}
 	if r.EarlyStop != nil {
 		return r.EarlyStop.Validate()
+	}
+	return nil
+}
+
+// validateSearch checks the objectives' form (the controller and the
+// workers parse them), the reference point and the operators.
+func (r *Run) validateSearch() error {
+	for _, o := range r.Objectives {
+		if !strings.HasSuffix(o, ":max") && !strings.HasSuffix(o, ":min") || len(o) < 5 {
+			return invalid("run", "objectives", "%q is not name:max or name:min", o)
+		}
+	}
+	if len(r.HVRef) > 0 && len(r.HVRef) != max(len(r.Objectives), 1) {
+		return invalid("run", "hv_ref", "%d values for %d objectives", len(r.HVRef), max(len(r.Objectives), 1))
+	}
+	for _, v := range r.HVRef {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return invalid("run", "hv_ref", "%v is not a finite number", v)
+		}
+	}
+	if v := r.Variation; v != nil {
+		if !(v.Crossover >= 0 && v.Crossover <= 1) {
+			return invalid("run", "variation", "crossover %v outside 0..1", v.Crossover)
+		}
+		if !(v.MutationRate >= 0 && v.MutationRate <= 1) {
+			return invalid("run", "variation", "mutation_rate %v outside 0..1", v.MutationRate)
+		}
 	}
 	return nil
 }

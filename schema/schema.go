@@ -221,6 +221,16 @@ type Presence struct {
 	Quarantined []int `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
 }
 
+// Variation is a run's variation operators: a new design is, with
+// probability Crossover, the crossover of two tournament winners, else a
+// copy of one, and is then mutated: each parameter altered with
+// probability MutationRate (at least one), or exactly one parameter when
+// MutationRate is 0.
+type Variation struct {
+	Crossover    float64 `msgpack:"crossover" json:"crossover"`
+	MutationRate float64 `msgpack:"mutation_rate" json:"mutation_rate"`
+}
+
 // Run is the state of a run, stored in RunBucket under the run ID. Workers
 // watch it to learn when the run is done.
 type Run struct {
@@ -264,6 +274,19 @@ type Run struct {
 	// Checkpoints are the run's checkpoint settings; nil: its evaluators
 	// store none, as in runs recorded before checkpoints existed.
 	Checkpoints *Checkpoints `msgpack:"checkpoints,omitempty" json:"checkpoints,omitempty"`
+	// Objectives are what the search optimizes, each "name:max" or
+	// "name:min" with name fitness or a key of the results' metrics, and
+	// Constraints bound such values ("params<=60000"); nil Objectives:
+	// fitness:max alone, as in runs recorded before they were kept.
+	Objectives  []string `msgpack:"objectives,omitempty" json:"objectives,omitempty"`
+	Constraints []string `msgpack:"constraints,omitempty" json:"constraints,omitempty"`
+	// HVRef is the hypervolume's reference point, one value per objective
+	// in the objective's own units; nil: derived from the initial designs.
+	HVRef []float64 `msgpack:"hv_ref,omitempty" json:"hv_ref,omitempty"`
+	// Variation is how the run makes a new design from the pool; nil:
+	// one parameter of one parent altered, as in runs recorded before
+	// variation operators were kept.
+	Variation *Variation `msgpack:"variation,omitempty" json:"variation,omitempty"`
 	// Changes are the settings changed on purpose by restarts, oldest first.
 	Changes []Change `msgpack:"changes,omitempty" json:"changes,omitempty"`
 	// FailFast is how many first attempts the fail-fast check judges: the

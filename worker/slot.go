@@ -274,6 +274,14 @@ func (w *Worker) runEvaluator(t Task) (out Outcome) {
 		out = Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
 			Error: fmt.Sprintf("evaluator returned status %q", out.Status)}
 	}
+	if out.Status == schema.StatusOK && w.objectives.Pareto() {
+		// A result the pool cannot rank is the evaluator's error, said
+		// where its author looks, not a design the search silently skips.
+		if _, err := w.objectives.Measure(out.Fitness, out.Metrics); err != nil {
+			out.Status, out.Fitness = schema.StatusError, schema.InfeasibleFitness
+			out.Error = fmt.Sprintf("%v (the run's objectives: %s)", err, w.objectives)
+		}
+	}
 	return out
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/nats-io/nats.go/jetstream"
@@ -184,12 +185,14 @@ type Worker struct {
 	evalTimes durations
 	space     *space.Space      // the run's search space, when the run publishes it
 	rule      *schema.EarlyStop // the run's early-stopping rule; nil: none
-	ckpt      *ckpts            // the run's checkpoint store; nil: the run keeps none
-	askMu     sync.Mutex
-	askWarned time.Time // the last warning that stop questions go unanswered
-	busy      atomic.Int64
-	done      atomic.Int64
-	started   time.Time
+	// objectives are the run's: an ok result lacking one is an error.
+	objectives pareto.Objectives
+	ckpt       *ckpts // the run's checkpoint store; nil: the run keeps none
+	askMu      sync.Mutex
+	askWarned  time.Time // the last warning that stop questions go unanswered
+	busy       atomic.Int64
+	done       atomic.Int64
+	started    time.Time
 	// lateForRun: the run was done when the worker joined it.
 	lateForRun bool
 	// failed is why the worker left a failed run; nil otherwise.
@@ -254,13 +257,20 @@ func (w *Worker) Start(ctx context.Context) error {
 		OnRetry: func(err error, _ time.Duration) {
 			w.log.WithError(err).Warn("reading the run's search space failed; retrying")
 		}}
-	var ckpt *schema.Checkpoints
+	var rec *schema.Run
 	err = broker.Retry(ctx, b, func() (err error) {
-		w.space, w.rule, ckpt, err = w.runSpace(ctx)
+		w.space, rec, err = w.runSpace(ctx)
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	var ckpt *schema.Checkpoints
+	if rec != nil {
+		w.rule, ckpt = rec.EarlyStop, rec.Checkpoints
+		if w.objectives, err = pareto.ObjectivesOf(rec); err != nil {
+			return err
+		}
 	}
 	if err := w.openCheckpoints(ctx, ckpt); err != nil {
 		return err
@@ -357,35 +367,37 @@ func (w *Worker) notFailed(ctx context.Context) error {
 	return nil
 }
 
-// runSpace reads the run's search space from its run state, so that the
-// worker can refuse genomes outside it, and its early-stopping rule, so
-// that the slots know at which reports to ask the controller, and its
-// checkpoint settings. A run without a space is not checked; one without
-// a rule never stops early; one without checkpoint settings keeps none.
-func (w *Worker) runSpace(ctx context.Context) (*space.Space, *schema.EarlyStop, *schema.Checkpoints, error) {
+// runSpace reads the run's record and search space from its run state,
+// so that the worker can refuse genomes outside it; the record has its
+// early-stopping rule, so that the slots know at which reports to ask the
+// controller, its checkpoint settings, and its objectives, which every ok
+// result must carry. A run without a space is not checked; one without a
+// rule never stops early; one without checkpoint settings keeps none; a
+// run not recorded yet has no record.
+func (w *Worker) runSpace(ctx context.Context) (*space.Space, *schema.Run, error) {
 	kv, err := w.js.KeyValue(ctx, schema.RunBucket)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
+		return nil, nil, fmt.Errorf("open bucket %s: %w", schema.RunBucket, err)
 	}
 	e, err := kv.Get(ctx, w.cfg.Run)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
+		return nil, nil, fmt.Errorf("read run %s: %w", w.cfg.Run, err)
 	}
 	r, err := schema.DecodeRun(e.Value())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if len(r.SpaceYAML) == 0 {
-		return nil, r.EarlyStop, r.Checkpoints, nil
+		return nil, r, nil
 	}
 	sp, err := space.Parse(r.SpaceYAML)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
+		return nil, nil, fmt.Errorf("run %s: its search space: %w", w.cfg.Run, err)
 	}
-	return sp, r.EarlyStop, r.Checkpoints, nil
+	return sp, r, nil
 }
 
 func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time.Millisecond) }

@@ -22,7 +22,8 @@ var controllerFlag = map[string]string{
 	"QuarantineAfter": "--quarantine-after", "EarlyStop": "--early-stop", "EarlyStop.Rule": "--early-stop",
 	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta",
 	"Checkpoints.Dir": "--checkpoint-dir", "Checkpoints.Max": "--max-checkpoint", "Checkpoints.Keep": "--keep-checkpoints",
-	"Checkpoints.Inherit": "--inherit",
+	"Checkpoints.Inherit": "--inherit", "Objectives": "--objectives", "HVRef": "--hv-ref", "Crossover": "--crossover",
+	"MutationRate": "--mutation-rate",
 }
 
 // workerFlag is the flag of each worker.Config field.

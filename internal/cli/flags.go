@@ -16,6 +16,7 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/mlp"
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
@@ -192,7 +193,16 @@ type searchFlags struct {
 	inherit                         bool
 	checkpointDir, maxCheckpoint    string
 	keepCheckpoints                 string
+	objectives, hvRef               string
+	constraints                     repeated
+	crossover, mutationRate         float64
 }
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 
 func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.spacePath, "config", "", "search space YAML file (default: the built-in mlp space)")
@@ -219,6 +229,11 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
 	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
 	fs.StringVar(&s.maxCheckpoint, "max-checkpoint", "1GiB", "largest checkpoint stored (such as 200MB or 2GiB); a larger one is refused and the result kept")
+	fs.StringVar(&s.objectives, "objectives", "fitness:max", "what the search optimizes: name:max or name:min, comma-separated, each name fitness or a key of the results' metrics (zdt1, zdt2: f1:min,f2:min); two or more rank the pool by Pareto dominance; fixed for the run")
+	fs.Var(&s.constraints, "constraint", "a bound on fitness or a metric, such as params<=60000 (<=, >=, <, >); repeatable; designs that meet every constraint rank first, the others by their total violation; fixed for the run")
+	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
+	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
+	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
 	fs.StringVar(&s.keepCheckpoints, "keep-checkpoints", controller.KeepDefault, "checkpoints kept after the run: best, pool or all (during the run each lives while its design is in the pool or the parent of a design in flight)")
 }
 
@@ -245,6 +260,46 @@ func (s *searchFlags) checkpoints(fs *flag.FlagSet) (controller.CheckpointConfig
 		c.Inherit = new(s.inherit)
 	}
 	return c, nil
+}
+
+// search sets the objectives, constraints, reference point and operators
+// the flags give.
+func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
+	if isSet(fs, "objectives") {
+		objs, err := pareto.ParseObjectives(s.objectives)
+		if err != nil {
+			return usageErr("--objectives %q: %v", s.objectives, err)
+		}
+		cfg.Objectives.Objs = objs
+	}
+	for _, c := range s.constraints {
+		con, err := pareto.ParseConstraint(c)
+		if err != nil {
+			return usageErr("--constraint: %v", err)
+		}
+		cfg.Objectives.Cons = append(cfg.Objectives.Cons, con)
+	}
+	if len(cfg.Objectives.Cons) > 0 && cfg.Objectives.Objs == nil {
+		// Constraints on the default objective: say it, so that a
+		// restart compares like with like.
+		cfg.Objectives.Objs = cfg.Objectives.List()
+	}
+	if isSet(fs, "hv-ref") {
+		for _, part := range strings.Split(s.hvRef, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return usageErr("--hv-ref %q: want one number per objective, comma-separated, such as 1.1,1.1", s.hvRef)
+			}
+			cfg.HVRef = append(cfg.HVRef, v)
+		}
+	}
+	if isSet(fs, "crossover") {
+		cfg.Crossover = new(s.crossover)
+	}
+	if isSet(fs, "mutation-rate") {
+		cfg.MutationRate = new(s.mutationRate)
+	}
+	return nil
 }
 
 // earlyStopRule is the rule the flags give, or nil when --early-stop is not
@@ -339,6 +394,9 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	if cfg.Checkpoints, err = s.checkpoints(fs); err != nil {
 		return cfg, err
 	}
+	if err := s.search(fs, &cfg); err != nil {
+		return cfg, err
+	}
 	// What can be checked before the run's record is read, before any
 	// store is opened.
 	return cfg, configErr(cfg.ValidateGiven())
@@ -403,7 +461,7 @@ type workerFlags struct {
 func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault string) {
 	fs.StringVar(&w.gpus, "gpus", gpusDefault, "GPUs to use: auto (CUDA_VISIBLE_DEVICES, else nvidia-smi -L, else ROCR_VISIBLE_DEVICES), none, or ids like 0,1,2; one slot per GPU unless --slots")
 	fs.IntVar(&w.slotsPerGPU, "slots-per-gpu", 1, "slots sharing each GPU")
-	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim or noop (ignored with --eval-cmd)")
+	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim, noop, or the test problems zdt1 and zdt2 (ignored with --eval-cmd)")
 	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
 	fs.StringVar(&w.evalLogs, "eval-logs", "", "keep --eval-cmd evaluators' whole stdout and stderr in files under DIR/<run>/ (default: not kept, but evoq run keeps them in --dir/eval-logs)")
 	fs.BoolVar(&w.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
@@ -506,8 +564,10 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 			Curve: w.simCurve, Steps: w.simSteps, Checkpoint: w.simCheckpointBytes}, nil
 	case "noop":
 		return evaluators.Noop{}, nil
+	case "zdt1", "zdt2":
+		return evaluators.ZDT{Problem: w.evaluator}, nil
 	}
-	return nil, usageErr("--evaluator %q: want mlp, sim or noop, or give --eval-cmd", w.evaluator)
+	return nil, usageErr("--evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or give --eval-cmd", w.evaluator)
 }
 
 // args are the evaluator flags for a child worker process.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/evoq/evoq/controller"
 )
@@ -36,6 +37,23 @@ func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
 			line += fmt.Sprintf("; %d of %d mutants inherited their parent's weights", c.Inherited, c.Mutants)
 		}
 		fmt.Fprintln(w, line)
+	}
+	if p := s.Pareto; p != nil {
+		line := fmt.Sprintf("front: %d designs (objectives %s", len(p.Front), strings.Join(p.Objectives, ","))
+		if len(p.Constraints) > 0 {
+			line += "; subject to " + strings.Join(p.Constraints, ", ")
+		}
+		line += ")"
+		if p.Hypervolume != nil {
+			line += fmt.Sprintf("; hypervolume %.6g from %v", *p.Hypervolume, p.HVRef)
+			if p.HypervolumeRatio != nil {
+				line += fmt.Sprintf(", %.4f of the true front's", *p.HypervolumeRatio)
+			}
+		}
+		fmt.Fprintln(w, line)
+		if p.Unmeasured > 0 {
+			fmt.Fprintf(w, "%d ok results lacked an objective and are not in the pool\n", p.Unmeasured)
+		}
 	}
 	if !jsonOut {
 		return nil

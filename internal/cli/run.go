@@ -17,6 +17,8 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/evaluators"
+	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
 )
@@ -63,7 +65,36 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.problemDefaults(fs, &cfg); err != nil {
+		return err
+	}
 	return c.runAll(ctx, cfg, log)
+}
+
+// problemDefaults gives a run of a built-in test problem (zdt1, zdt2) its
+// search space, objectives and reference point, where the flags do not.
+func (c *runCmd) problemDefaults(fs *flag.FlagSet, cfg *controller.Config) error {
+	if c.w.evalCmd != "" || !evaluators.IsZDT(c.w.evaluator) {
+		return nil
+	}
+	if cfg.Space == nil {
+		sp, err := evaluators.ZDTSpace(c.w.evaluator)
+		if err != nil {
+			return err
+		}
+		cfg.Space = sp
+	}
+	if !isSet(fs, "objectives") {
+		objs, err := pareto.ParseObjectives(evaluators.ZDTObjectives)
+		if err != nil {
+			return err
+		}
+		cfg.Objectives.Objs = objs
+	}
+	if !isSet(fs, "hv-ref") {
+		cfg.HVRef = []float64{evaluators.ZDTRef, evaluators.ZDTRef}
+	}
+	return configErr(cfg.ValidateGiven())
 }
 
 func (c *runCmd) validate(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) error {

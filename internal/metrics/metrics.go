@@ -32,7 +32,11 @@ type Controller struct {
 	quarantined prometheus.Gauge
 	reports     prometheus.Counter
 	checkpoints prometheus.Gauge
+	hv          prometheus.Gauge
+	front       prometheus.Gauge
 	retries     atomic.Int64 // read by a counter on every scrape
+	ranked      bool         // front registered
+	hvSet       bool         // hypervolume registered
 }
 
 // NewController registers the controller's metrics for run.
@@ -53,6 +57,8 @@ func NewController(run string) *Controller {
 			Help: "Designs with a terminal result, by status.", ConstLabels: labels}, []string{"status"}),
 		quarantined: g("evoq_slots_quarantined", "Live workers' slots quarantined after failing their designs in a row: they take no designs."),
 		checkpoints: g("evoq_checkpoints", "Checkpoints in the run's store: at most the pool and the designs in flight."),
+		hv:          g("evoq_hypervolume", "Hypervolume of the pool's front from the run's reference point (runs of several objectives; absent until the point is known)."),
+		front:       g("evoq_front_size", "Designs on the pool's front (runs of several objectives)."),
 		reports: prometheus.NewCounter(prometheus.CounterOpts{Name: "evoq_reports_total",
 			Help: "Intermediate reports (fitness at a step) the controller read from the reports stream.", ConstLabels: labels}),
 	}
@@ -82,6 +88,20 @@ func (m *Controller) Observe(s controller.Snapshot) {
 	m.retries.Store(int64(s.Retries))
 	if s.Best != nil {
 		m.best.Set(*s.Best)
+	}
+	if s.Front > 0 && !m.ranked {
+		// Registered only for a run that has a front, so that a run of
+		// one fitness does not show a hypervolume of 0.
+		m.ranked = true
+		m.Registry.MustRegister(m.front)
+	}
+	m.front.Set(float64(s.Front))
+	if s.Hypervolume != nil {
+		if !m.hvSet {
+			m.hvSet = true
+			m.Registry.MustRegister(m.hv)
+		}
+		m.hv.Set(*s.Hypervolume)
 	}
 }
 

@@ -43,6 +43,10 @@ func (p *Pool[T]) Crowding(i int) float64 { return p.crowding[i] }
 func (p *Pool[T]) Better(i, j int) bool   { return Better(p.ranks, p.crowding, i, j) }
 func (p *Pool[T]) Points() []Point        { return p.points }
 
+// Items are the members, oldest first. The slice is the pool's own: do
+// not modify it.
+func (p *Pool[T]) Items() []T { return p.items }
+
 // Add inserts item with its point and returns the evicted member, if the
 // pool was full: it may be the one just added.
 func (p *Pool[T]) Add(item T, pt Point) (evicted T, ok bool) {

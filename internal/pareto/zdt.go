@@ -44,3 +44,25 @@ func TrueHypervolume(problem string, r float64) float64 {
 	}
 	return r - integral + (r-1)*r
 }
+
+// TrueHypervolumeAt is the hypervolume of a ZDT problem's true front for
+// the reference point ref = (r1, r2), each at least 1 so that it bounds
+// the whole front: the integral of r2 - front(f1) over [0, 1], plus the
+// strip (r1 - 1) r2 beyond it. It is NaN for another problem or point,
+// and for objectives other than f1:min, f2:min.
+func TrueHypervolumeAt(problem string, objs []Objective, ref []float64) float64 {
+	if len(ref) != 2 || ref[0] < 1 || ref[1] < 1 || len(objs) != 2 ||
+		objs[0] != (Objective{Name: "f1"}) || objs[1] != (Objective{Name: "f2"}) {
+		return math.NaN()
+	}
+	var integral float64
+	switch problem {
+	case "zdt1":
+		integral = 1 - 2.0/3
+	case "zdt2":
+		integral = 1 - 1.0/3
+	default:
+		return math.NaN()
+	}
+	return ref[1] - integral + (ref[0]-1)*ref[1]
+}
