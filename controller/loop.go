@@ -69,9 +69,13 @@ func (c *Controller) replay(ctx context.Context) error {
 		took := time.Since(began).Seconds()
 		c.resumed = &Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: round(took, 3),
 			ResultsPerS: math.Round(float64(c.fold.Terminal()) / max(took, 1e-9))}
-		c.log.WithFields(logrus.Fields{"results": c.resumed.Results, "published": c.published,
+		f := logrus.Fields{"results": c.resumed.Results, "published": c.published,
 			"pool_digest": c.fold.Pool().Digest(), "replay_s": c.resumed.Seconds,
-			"results_per_s": c.resumed.ResultsPerS}).Info("resumed run from its results stream")
+			"results_per_s": c.resumed.ResultsPerS}
+		if c.fold.Pool().Ranked() {
+			f["front_digest"] = c.fold.Pool().FrontDigest()
+		}
+		c.log.WithFields(f).Info("resumed run from its results stream")
 	}
 	return nil
 }
@@ -517,7 +521,7 @@ func (c *Controller) progress(force bool) {
 		f["checkpoints"] = len(c.ckpt.stored)
 	}
 	if c.fold.Pool().Ranked() {
-		f["front"] = len(c.fold.Pool().Front())
+		f["front"], f["front_digest"] = len(c.fold.Pool().Front()), c.fold.Pool().FrontDigest()
 		if hv, _, ok := c.fold.Hypervolume(); ok {
 			f["hypervolume"] = round(hv, 6)
 		}

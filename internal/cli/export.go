@@ -97,6 +97,9 @@ type exportRow struct {
 	seq     uint64
 	res     *schema.Result
 	verdict controller.Verdict
+	// front is nil for a run of one fitness; else whether the design is
+	// on the front of the pool the whole stream folds into.
+	front *bool
 }
 
 func (c *exportCmd) Run(ctx context.Context, args []string) error {
@@ -146,10 +149,13 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 // has nothing to write and is skipped with a warning.
 func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunInfo) ([]exportRow, error) {
 	var rows []exportRow
-	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
+	fold, err := exportFold(ri)
+	if err != nil {
+		return nil, err
+	}
 	c.verdicts = map[controller.Verdict]int{}
-	err := r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
-		v := tally.Judge(res, err)
+	err = r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
+		v := fold.Apply(res, err)
 		c.verdicts[v]++
 		if v == controller.Malformed {
 			c.warned++
@@ -159,7 +165,30 @@ func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunI
 		rows = append(rows, exportRow{seq: seq, res: res, verdict: v})
 		return nil
 	})
-	return rows, err
+	if err != nil || !fold.Pool().Ranked() {
+		return rows, err
+	}
+	front := map[string]bool{}
+	for _, m := range fold.Pool().Front() {
+		front[m.Design.ID] = true
+	}
+	for i := range rows {
+		on := rows[i].verdict == controller.Counted && front[rows[i].res.DesignID]
+		rows[i].front = &on
+	}
+	return rows, nil
+}
+
+// exportFold is the fold the controller folds the run into: its verdicts
+// are the tally's, and for a run of several objectives its pool's front
+// is what the front column marks.
+func exportFold(ri history.RunInfo) (*controller.Fold, error) {
+	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
+	obj, err := controller.ObjectivesOf(ri.Run)
+	if err != nil || !obj.Pareto() {
+		return controller.NewFold(tally, 1, 1, controller.ReplaceWorst), err
+	}
+	return controller.NewFoldFor(tally, ri.Run.Init, ri.Run.Pool, controller.Replace(ri.Run.Replace), obj, ri.Run.HVRef), nil
 }
 
 // output hands write --out or standard output, buffered.
@@ -198,6 +227,10 @@ func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
 	metrics := metricColumns(rows)
 	cw := csv.NewWriter(w)
 	header := append([]string(nil), fixedColumns...)
+	ranked := len(rows) > 0 && rows[0].front != nil
+	if ranked {
+		header = append(header, "front")
+	}
 	for _, p := range params {
 		name := p
 		if isFixed(p) {
@@ -213,6 +246,9 @@ func writeCSV(w io.Writer, run *schema.Run, rows []exportRow) error {
 	}
 	for _, row := range rows {
 		rec := fixedValues(row)
+		if ranked {
+			rec = append(rec, strconv.FormatBool(*row.front))
+		}
 		for _, p := range params {
 			rec = append(rec, cell(row.res.Design.Genome[p]))
 		}
@@ -345,6 +381,9 @@ type jsonlRow struct {
 	Counted bool     `json:"counted"`
 	Verdict string   `json:"verdict"`
 	Fitness *float64 `json:"fitness"`
+	// Front, in a run of several objectives, says whether the design is
+	// on the final pool's front.
+	Front *bool `json:"front,omitempty"`
 	*schema.Result
 }
 
@@ -352,7 +391,7 @@ type jsonlRow struct {
 // it counted and the verdict.
 func writeJSONL(w io.Writer, rows []exportRow) error {
 	for _, row := range rows {
-		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == controller.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Result: row.res})
+		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == controller.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Front: row.front, Result: row.res})
 		if err != nil {
 			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
 		}

@@ -147,7 +147,7 @@ func TestRunHelpHeadings(t *testing.T) {
 	for _, sec := range parseHelp(help(t, "run"))[1:] {
 		got = append(got, sec.heading)
 	}
-	want := []string{"Search", "Early stopping", "Checkpoints and inheritance", "Work queue", "Workers and slots", "Evaluators", "Broker and store", "Security",
+	want := []string{"Search", "Objectives and variation", "Early stopping", "Checkpoints and inheritance", "Work queue", "Workers and slots", "Evaluators", "Broker and store", "Security",
 		"Output and observability"}
 	if !slices.Equal(got, want) {
 		t.Errorf("evoq run -h headings %q, want %q", got, want)

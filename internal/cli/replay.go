@@ -78,9 +78,13 @@ type replayReport struct {
 	// from its reports stream (the whole stream: --until bounds results);
 	// nil for a run without a rule.
 	EarlyStop *controller.EarlyStopSummary `json:"early_stop,omitempty"`
-	fold      *controller.Fold
-	check     *controller.FailFast
-	recorded  *schema.Failure // the run's recorded fail-fast verdict
+	// Pareto is the front of a run of several objectives, as its
+	// controller's summary has it; nil for a run of one fitness.
+	*controller.Pareto
+	fold     *controller.Fold
+	space    string
+	check    *controller.FailFast
+	recorded *schema.Failure // the run's recorded fail-fast verdict
 }
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
@@ -108,9 +112,19 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	if replace, err = c.fromRun(fs, ri.Run, replace); err != nil {
 		return err
 	}
+	obj, err := controller.ObjectivesOf(ri.Run)
+	if err != nil {
+		return err
+	}
+	var ref []float64
+	var space string
+	if ri.Run != nil {
+		ref = ri.Run.HVRef
+		space = ri.Run.Space
+	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
-		Counts: map[string]int{}, fold: controller.NewFold(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run)), c.init, c.pool, replace),
-		check: failFastOf(ri.Run)}
+		Counts: map[string]int{}, fold: controller.NewFoldFor(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run)), c.init, c.pool, replace, obj, ref),
+		check: failFastOf(ri.Run), space: space}
 	if ri.Run != nil {
 		rep.recorded = ri.Run.Failure
 	}
@@ -261,6 +275,7 @@ func (rep *replayReport) finish() {
 			rep.Missing = append(rep.Missing, s)
 		}
 	}
+	rep.Pareto = controller.ParetoOf(f, rep.space)
 	members := append([]controller.Member(nil), f.Pool().Members()...)
 	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
 	for _, m := range members {
@@ -372,6 +387,13 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		for _, g := range e.Rungs {
 			fmt.Fprintf(w, "  rung %-6d %6d designs, %6d stopped, median %.6g, best %.6g\n", g.Step, g.Reports, g.Stopped, g.Median, g.Best)
 		}
+	}
+	if p := rep.Pareto; p != nil {
+		hv := "not known yet"
+		if p.Hypervolume != nil {
+			hv = fmt.Sprintf("%.6g from %v", *p.Hypervolume, p.HVRef)
+		}
+		fmt.Fprintf(w, "front: %d designs, digest %s; hypervolume %s\n", len(p.Front), p.FrontDigest, hv)
 	}
 	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
 	for _, m := range rep.Pool {

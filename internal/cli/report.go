@@ -23,7 +23,8 @@ type reportCmd struct {
 }
 
 func (c *reportCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("report", "Writes one self-contained HTML page picturing a run (best fitness against evaluations and time,\n"+
+	fs := newFlagSet("report", "Writes one self-contained HTML page picturing a run (for a run of several objectives, the front and its\n"+
+		"hypervolume against evaluations; best fitness against evaluations and time,\n"+
 		"the learning curves of designs that reported, a per-slot Gantt chart coloured by status, utilization over time, status breakdown, top designs),\n"+
 		"and each chart as a PNG beside it (report.html → report-gantt.png, ...).", c.env.Stderr)
 	c.src.register(fs)
@@ -55,8 +56,15 @@ func (c *reportCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Stderr, "evoq report: run %s: %d evaluations, %d slots; wrote %s and %d charts (%s)\n",
-		ri.ID, a.Evaluations, a.Slots, files.HTML, len(files.PNGs), strings.Join(files.PNGs, ", "))
+	if a.ObjectivesError != "" {
+		fmt.Fprintf(c.env.Stderr, "evoq report: warning: the run's objectives do not read, drawn as for one fitness: %s\n", a.ObjectivesError)
+	}
+	front := ""
+	if f := a.FrontFacts(); f != "" {
+		front = "; " + f
+	}
+	fmt.Fprintf(c.env.Stderr, "evoq report: run %s: %d evaluations, %d slots%s; wrote %s and %d charts (%s)\n",
+		ri.ID, a.Evaluations, a.Slots, front, files.HTML, len(files.PNGs), strings.Join(files.PNGs, ", "))
 	return nil
 }
 
