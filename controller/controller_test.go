@@ -276,13 +276,18 @@ func checkSearch(t *testing.T, first map[uint64]*schema.Result, init int) {
 			t.Errorf("design %d is %s; the first %d must be random", seq, d.Origin, init)
 		case d.Origin == schema.OriginMutant:
 			mutants++
-			if len(d.Parents) != 1 || !strings.HasPrefix(d.Parents[0], d.Run+"-") {
+			// One parent, or two for a crossover (two distinct ones).
+			if n := len(d.Parents); n < 1 || n > 2 || n == 2 && d.Parents[0] == d.Parents[1] {
 				t.Errorf("mutant %s has parents %v", d.ID, d.Parents)
 				continue
 			}
-			var p uint64
-			if _, err := fmt.Sscanf(strings.TrimPrefix(d.Parents[0], d.Run+"-"), "%d", &p); err != nil || p >= seq {
-				t.Errorf("mutant %s has parent %s, not an earlier design", d.ID, d.Parents[0])
+			for _, parent := range d.Parents {
+				var p uint64
+				if !strings.HasPrefix(parent, d.Run+"-") {
+					t.Errorf("mutant %s has parent %s, not of its run", d.ID, parent)
+				} else if _, err := fmt.Sscanf(strings.TrimPrefix(parent, d.Run+"-"), "%d", &p); err != nil || p >= seq {
+					t.Errorf("mutant %s has parent %s, not an earlier design", d.ID, parent)
+				}
 			}
 		}
 	}
@@ -464,8 +469,11 @@ func TestControllerInFlight(t *testing.T) {
 	// A design's result can be folded, and its slot's next design
 	// published, before the worker's ack of it reaches the broker: the
 	// queue may briefly hold up to one design per slot more than the
-	// controller counts in flight. Allow half of that.
-	const slack = slots / 2
+	// controller counts in flight, and no more, since a slot pulls its
+	// next design only after that ack. How many of the slots are caught
+	// so at once is the machine's timing (on a loaded one, most): the
+	// bound allows all of them.
+	const slack = slots
 	if limit := slots + MarginFor(slots) + slack; peak > limit {
 		t.Errorf("up to %d designs queued or running, want at most %d (slots %d + margin %d + %d)",
 			peak, limit, slots, MarginFor(slots), slack)

@@ -235,6 +235,55 @@ func TestPoolRanksIncremental(t *testing.T) {
 	}
 }
 
+// Each eviction is the member a from-scratch ranking would remove: the
+// highest rank, then the largest violation, then the smallest crowding
+// distance, then the oldest; and the figures left are from-scratch ones.
+func TestPoolEvictsAsFromScratch(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	p := NewPool[int](30)
+	var ids []int
+	var pts []Point
+	for i := range 3000 {
+		q := pt(0, math.Round(r.Float64()*20), r.Float64())
+		if r.IntN(8) == 0 {
+			q.Violation = float64(r.IntN(3) + 1)
+		}
+		ids, pts = append(ids, i), append(pts, q)
+		ev, ok := p.Add(i, q)
+		if len(ids) <= 30 {
+			continue
+		}
+		ranks, crowding := Ranks(pts), []float64(nil)
+		crowding = Crowding(pts, ranks)
+		w := 0
+		for k := 1; k < len(pts); k++ {
+			switch {
+			case ranks[k] != ranks[w]:
+				if ranks[k] > ranks[w] {
+					w = k
+				}
+			case pts[k].Violation != pts[w].Violation:
+				if pts[k].Violation > pts[w].Violation {
+					w = k
+				}
+			case !(math.IsInf(crowding[k], 1) && math.IsInf(crowding[w], 1)) && crowding[k] < crowding[w]:
+				w = k
+			}
+		}
+		if !ok || ev != ids[w] {
+			t.Fatalf("point %d: evicted %d (%t), want %d", i, ev, ok, ids[w])
+		}
+		ids, pts = slices.Delete(ids, w, w+1), slices.Delete(pts, w, w+1)
+		want := Crowding(pts, Ranks(pts))
+		for k := range p.Len() {
+			if c := p.Crowding(k); c != want[k] && !(math.IsInf(c, 1) && math.IsInf(want[k], 1)) {
+				t.Fatalf("point %d: member %d has crowding %v, want %v", i, k, c, want[k])
+			}
+		}
+	}
+}
+
 // BenchmarkPoolAdd adds ZDT1 points to a full pool: uniform ones, which
 // spread over many ranks with many dominations (a search's start), and
 // ones near the front (g within 1%: a search that has converged).

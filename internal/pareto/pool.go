@@ -62,14 +62,17 @@ func (p *Pool[T]) Add(item T, pt Point) (evicted T, ok bool) {
 		}
 	}
 	p.items, p.points, p.nodes = append(p.items, item), append(p.points, pt), append(p.nodes, n)
-	p.rerank()
 	if len(p.items) <= p.size {
+		p.rerank(true)
 		return evicted, false
 	}
+	// Only the last rank's crowding decides which member goes: the rest
+	// is computed once, for the pool that stays.
+	p.rerank(false)
 	w := p.worst()
 	evicted = p.items[w]
 	p.remove(w)
-	p.rerank()
+	p.rerank(true)
 	return evicted, true
 }
 
@@ -96,8 +99,9 @@ func (p *Pool[T]) remove(w int) {
 }
 
 // rerank peels the ranks from the relation, as Ranks does from scratch,
-// and computes the crowding distances.
-func (p *Pool[T]) rerank() {
+// and computes the crowding distances: of every member when all, else of
+// the last rank's alone (the others' are left 0).
+func (p *Pool[T]) rerank(all bool) {
 	var front []*node
 	for _, n := range p.nodes {
 		if n.count = n.beatenBy; n.count == 0 {
@@ -117,10 +121,23 @@ func (p *Pool[T]) rerank() {
 		front = next
 	}
 	p.ranks = p.ranks[:0]
+	last := 0
 	for _, n := range p.nodes {
 		p.ranks = append(p.ranks, n.rank)
+		last = max(last, n.rank)
 	}
-	p.crowding = Crowding(p.points, p.ranks)
+	if all {
+		p.crowding = Crowding(p.points, p.ranks)
+		return
+	}
+	p.crowding = append(p.crowding[:0], make([]float64, len(p.points))...)
+	var idx []int
+	for i, r := range p.ranks {
+		if r == last && p.points[i].Feasible() {
+			idx = append(idx, i)
+		}
+	}
+	crowd(p.points, idx, p.crowding)
 }
 
 // worst is the member to evict: the highest rank, the smallest crowding
