@@ -75,8 +75,8 @@ type Config struct {
 	// Dir holds the runs' stores. Defaults to a temporary directory,
 	// removed when Run returns.
 	Dir string
-	// Seeds is the number of seeds, 1..Seeds, of the fidelity and inherit
-	// workloads. Defaults to 5, or 1 with Smoke.
+	// Seeds is the number of seeds, 1..Seeds, of the fidelity, inherit
+	// and zdt workloads. Defaults to 5, or 1 with Smoke.
 	Seeds int
 	// EvalHelper is the directory of evoq_eval.py, the Python helper the
 	// stoplatency workload's evaluator imports. Defaults to the python
@@ -156,6 +156,8 @@ type Row struct {
 	StopLatency *StopLatency `json:"stop_latency,omitempty"`
 	// Inherit is the inherit workload's figures.
 	Inherit *Inherit `json:"inherit,omitempty"`
+	// ZDT is the zdt workload's figures.
+	ZDT *ZDT `json:"zdt,omitempty"`
 	// Met says whether the target was met; nil for a smoke run, which
 	// measures nothing.
 	Met  *bool  `json:"met,omitempty"`
@@ -268,6 +270,8 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 		err = r.runStopLatency(ctx, row)
 	case "inherit":
 		err = r.runInherit(ctx, row)
+	case "zdt":
+		err = r.runZDT(ctx, row)
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}

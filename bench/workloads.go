@@ -12,7 +12,7 @@ type workload struct {
 	name  string
 	about string
 	// evoq run flags, full and smoke; nil for memory, replay, fidelity,
-	// inherit and stoplatency, which start their processes themselves
+	// inherit, stoplatency and zdt, which start their processes themselves
 	args, smokeArgs []string
 	// Dask baseline flags, full and smoke; nil: no Dask counterpart
 	dask, smokeDask []string
@@ -20,9 +20,9 @@ type workload struct {
 }
 
 // workloads are the benchmarks, in the order "all" runs them: replay reads
-// the store that memory wrote. fidelity, inherit and stoplatency start
-// their own runs: their settings are in fidelity.go, inherit.go and
-// stoplatency.go.
+// the store that memory wrote. fidelity, inherit, stoplatency and zdt
+// start their own runs: their settings are in fidelity.go, inherit.go,
+// stoplatency.go and zdt.go.
 var workloads = []*workload{
 	{name: "noop", about: "no-op evaluations, 8 slots in 2 worker processes: evoq's own overhead",
 		args:      []string{"--evaluator", "noop", "--slots", "8", "--workers", "2", "--budget", "20000"},
@@ -60,6 +60,10 @@ var workloads = []*workload{
 	{name: "stoplatency", about: "a persistent Python evaluator (python/evoq_eval.py) under asha: " +
 		"time from before each report() to its return, at the rungs",
 		target: "p99 <= 50 ms at the rungs, for every answer and for the stop answers alone"},
+	{name: "zdt", about: "the built-in zdt1 and zdt2 problems with evoq's default operators, 16 slots, pool of 100, " +
+		"against the textbook NSGA-II (population 100), same seeds: hypervolume ratio after 5,000 and 20,000 evaluations",
+		target: "hypervolume ratio >= 0.80 after 5,000 evaluations and >= 0.99 after 20,000 (median of 5 seeds, 16 slots), " +
+			"and at least the textbook NSGA-II's at the same evaluations"},
 }
 
 // Names are the workloads' names, in the order they run.
@@ -160,6 +164,8 @@ func met(row *Row) bool {
 		return row.Inherit.Met
 	case "stoplatency":
 		return row.StopLatency.met()
+	case "zdt":
+		return row.ZDT.Met
 	}
 	return false
 }

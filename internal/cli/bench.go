@@ -34,7 +34,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
 		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
-		"and stoplatency (a persistent Python evaluator's stop answers).", c.env.Stderr)
+		"stoplatency (a persistent Python evaluator's stop answers) and zdt (several objectives: zdt1 and zdt2\n"+
+		"against their true fronts and the textbook NSGA-II).", c.env.Stderr)
 	fs.StringVar(&c.workloads, "workload", "noop,sim", "comma-separated workloads, or all")
 	fs.BoolVar(&c.vsDask, "vs-dask", false, "run the Dask baseline of each workload too (needs Debian's python3-distributed)")
 	fs.BoolVar(&c.smoke, "smoke", false, "one short iteration of each workload: checks that the bench runs, measures nothing")
@@ -42,7 +43,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity and inherit: seeds 1..N (default 5, 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit and zdt: seeds 1..N (default 5, 1 with --smoke)")
 	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -120,6 +121,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 				return err
 			}
 			printInherit(c.env.Stdout, r.Inherit, rep.Smoke)
+		case r.ZDT != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			r.ZDT.Print(c.env.Stdout, rep.Smoke)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)

@@ -73,10 +73,16 @@ func timeUnit(span float64) (name string, div float64) {
 }
 
 // Charts draws every chart of the analysis; the learning curves only
-// when some design reported.
+// when some design reported, the front and its hypervolume only for a run
+// of several objectives, and then first: the search ranks by them, and
+// the best fitness is a by-product.
 func (a *Analysis) Charts() ([]Chart, error) {
 	var charts []Chart
-	draws := []func() (Chart, error){a.bestByEvalChart, a.bestByTimeChart}
+	var draws []func() (Chart, error)
+	if a.pareto != nil {
+		draws = append(draws, a.frontChart, a.hypervolumeChart)
+	}
+	draws = append(draws, a.bestByEvalChart, a.bestByTimeChart)
 	if len(a.curves.drawn) > 0 {
 		draws = append(draws, a.curvesChart)
 	}

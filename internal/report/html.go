@@ -7,8 +7,10 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -36,6 +38,9 @@ type page struct {
 	// HostColumns and Hosts are the status breakdown by host.
 	HostColumns []schema.Status
 	Hosts       []pageHost
+	// Objectives, Front and Hypervolume are the front's figures, for a
+	// run of several objectives.
+	Objectives, Front, Hypervolume string
 }
 
 type pageChart struct {
@@ -71,6 +76,7 @@ func WriteHTML(w io.Writer, a *Analysis, charts []Chart, generated time.Time) er
 		pg.Statuses = append(pg.Statuses, pageStatus{Name: string(s), Count: n, Percent: pct,
 			Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B))})
 	}
+	pg.Objectives, pg.Front, pg.Hypervolume = frontRows(a.Pareto)
 	pg.HostColumns = hostStatuses(a.Hosts)
 	pg.Hosts = hostRows(a.Hosts, pg.HostColumns)
 	var buf bytes.Buffer
@@ -79,6 +85,36 @@ func WriteHTML(w io.Writer, a *Analysis, charts []Chart, generated time.Time) er
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// objectivesText is a run's objectives and constraints for people:
+// "f1:min, f2:min subject to f1>=0.05".
+func objectivesText(p *controller.Pareto) string {
+	s := strings.Join(p.Objectives, ", ")
+	if len(p.Constraints) > 0 {
+		s += " subject to " + strings.Join(p.Constraints, ", ")
+	}
+	return s
+}
+
+// frontRows are the facts table's rows of a front; "" for none.
+func frontRows(p *controller.Pareto) (objectives, front, hypervolume string) {
+	if p == nil {
+		return "", "", ""
+	}
+	objectives = objectivesText(p)
+	front = fmt.Sprintf("%d designs (digest %s)", len(p.Front), p.FrontDigest)
+	if p.Unmeasured > 0 {
+		front += fmt.Sprintf("; %d ok results lack an objective and are not ranked", p.Unmeasured)
+	}
+	hypervolume = "not known yet: its reference point comes from the initial designs"
+	if p.Hypervolume != nil {
+		hypervolume = fmt.Sprintf("%.6g from the reference point %s", *p.Hypervolume, vector(p.HVRef))
+		if p.HypervolumeRatio != nil {
+			hypervolume += fmt.Sprintf(", %.4g of the true front's", *p.HypervolumeRatio)
+		}
+	}
+	return objectives, front, hypervolume
 }
 
 var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
@@ -125,7 +161,11 @@ code { font-size: 0.9em; }
 <table class="facts">
 <tr><td>evaluations</td><td class="num">{{.A.Evaluations}}{{if .A.Budget}} of {{.A.Budget}} budget{{end}}</td></tr>
 <tr><td>stored results</td><td class="num">{{.A.Results}} ({{.A.Duplicates}} duplicates counted once{{if .A.Foreign}}, {{.A.Foreign}} foreign not counted{{end}}{{if .A.Malformed}}, {{.A.Malformed}} malformed skipped{{end}})</td></tr>
-<tr><td>best fitness</td><td class="num">{{.Best}}</td></tr>
+{{if .Objectives}}<tr><td>objectives</td><td class="num">{{.Objectives}}</td></tr>
+<tr><td>front</td><td class="num">{{.Front}}</td></tr>
+<tr><td>hypervolume</td><td class="num">{{.Hypervolume}}</td></tr>
+{{end}}{{if .A.ObjectivesError}}<tr><td>objectives</td><td class="num broken">not read, drawn as for one fitness: {{.A.ObjectivesError}}</td></tr>
+{{end}}<tr><td>best fitness</td><td class="num">{{.Best}}</td></tr>
 <tr><td>slots</td><td class="num">{{.A.Slots}} on {{.A.Workers}} workers, {{.A.SlotsUsed}} evaluated a design</td></tr>
 <tr><td>utilization</td><td class="num">{{pct .A.Utilization}}</td></tr>
 <tr><td>span</td><td class="num">{{.Span}}, {{rate .A.Rate}} evaluations/s</td></tr>

@@ -1,6 +1,7 @@
 // Package report pictures a run: from its stored results (and the workers'
-// heartbeats where they are still kept) it draws best fitness against
-// evaluations and against time, the learning curves of the designs that
+// heartbeats where they are still kept) it draws, for a run of several
+// objectives, the front and its hypervolume against evaluations, then
+// best fitness against evaluations and against time, the learning curves of the designs that
 // reported intermediate fitness, a per-slot Gantt chart coloured by status,
 // utilization over time and the status breakdown, overall and by host,
 // lists the top designs, and writes it all as one self-contained HTML
@@ -130,6 +131,15 @@ type Analysis struct {
 	Reports          int
 	MalformedReports int
 	Curves           CurveFigures
+	// Pareto is the front of a run of several objectives (or of one
+	// objective under constraints) as its controller's summary has it:
+	// the front, its hypervolume, the reference point and, for a
+	// built-in problem, the ratio to the true front's; nil for a run of
+	// one fitness.
+	Pareto *controller.Pareto
+	// ObjectivesError says why the run's recorded objectives did not
+	// read; the report is then drawn as for one fitness.
+	ObjectivesError string
 
 	// Series, in stream order or time order.
 	bestByEval  []point // evaluation number → best so far
@@ -139,6 +149,7 @@ type Analysis struct {
 	busy, live  []point // seconds since Start → busy and live slots
 	spanSeconds float64
 	curves      curveSet
+	pareto      *paretoSet // nil for a run of one fitness
 }
 
 // Analyze computes the report's figures from the input.
@@ -152,7 +163,9 @@ func Analyze(in Input) *Analysis {
 	a.Reports, a.MalformedReports = len(in.Reports), in.MalformedReports
 	var counted []*schema.Result
 	var quarantined map[slotKey]time.Time
+	all := in.Results
 	in.Results, counted, quarantined = a.judge(in)
+	a.analyzePareto(in, all, len(counted))
 	a.Hosts = hostBreakdown(in.Results)
 	a.Start, a.End = timeBounds(in)
 	secs := func(t time.Time) float64 { return t.Sub(a.Start).Seconds() }
