@@ -100,6 +100,18 @@ func TestParetoZDT(t *testing.T) {
 			sum.PoolDigest, p.FrontDigest, *p.Hypervolume)
 	}
 
+	// A constraint: the front keeps to it, and the summary says it.
+	con, _ := runJSON(t, 2*time.Minute, "--run", "zc", "--evaluator", "zdt1", "--constraint", "f1>=0.5", "--budget", "1000",
+		"--init", "50", "--pool", "30", "--slots", "2")
+	if con.Pareto == nil || !slices.Equal(con.Constraints, []string{"f1>=0.5"}) || len(con.Front) == 0 {
+		t.Fatalf("constrained run: %+v", con.Pareto)
+	}
+	for _, m := range con.Front {
+		if m.Objectives["f1"] < 0.5 {
+			t.Errorf("front member %s has f1 %v, outside the constraint f1>=0.5", m.ID, m.Objectives["f1"])
+		}
+	}
+
 	// An objective no result carries: every design ends in error, which
 	// names the key, and the run fails fast rather than search blind.
 	miss := evoq(t, 2*time.Minute, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--run", "zm", "--evaluator", "zdt1",

@@ -3,6 +3,7 @@ package metrics
 import (
 	"testing"
 
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -55,5 +56,29 @@ func TestControllerCountsStoppedAndReports(t *testing.T) {
 	}
 	if got := after["evoq_reports_total"][""]; got != 5 {
 		t.Errorf("evoq_reports_total %v, want 5", got)
+	}
+}
+
+// The front's size and hypervolume appear once a run has a front, and the
+// hypervolume once its reference point is known: a run of one fitness
+// shows neither, rather than a hypervolume of 0.
+func TestControllerFront(t *testing.T) {
+	t.Parallel()
+	m := NewController("r")
+	m.Observe(controller.Snapshot{SlotsLive: 2})
+	got := scrape(t, m)
+	for _, name := range []string{"evoq_front_size", "evoq_hypervolume"} {
+		if _, ok := got[name]; ok {
+			t.Errorf("%s present for a run of one fitness", name)
+		}
+	}
+	m.Observe(controller.Snapshot{Front: 7})
+	if got := scrape(t, m); got["evoq_front_size"][""] != 7 || got["evoq_hypervolume"] != nil {
+		t.Errorf("front %v, hypervolume %v; want 7 and none before the reference point", got["evoq_front_size"], got["evoq_hypervolume"])
+	}
+	hv := 0.75
+	m.Observe(controller.Snapshot{Front: 9, Hypervolume: &hv})
+	if got := scrape(t, m); got["evoq_front_size"][""] != 9 || got["evoq_hypervolume"][""] != 0.75 {
+		t.Errorf("front %v, hypervolume %v; want 9 and 0.75", got["evoq_front_size"], got["evoq_hypervolume"])
 	}
 }
