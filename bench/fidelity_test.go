@@ -376,23 +376,13 @@ func TestFidelityArgs(t *testing.T) {
 // results are read back from its store, the asha run's rung decisions
 // from its workers' log, the evaluator's times from its files.
 func TestFidelitySmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs evoq")
-	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build evoq with: %v", err)
-	}
+	bin := smokeEvoq(t)
 	python := PythonDefault
 	if _, err := os.Stat(python); err != nil {
 		if python, err = exec.LookPath("python3"); err != nil {
 			t.Fatalf("no python3: the stoplatency evaluator runs with a real interpreter: %v", err)
 		}
-	}
-	bin := filepath.Join(t.TempDir(), "evoq")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "../cmd/evoq").CombinedOutput(); err != nil {
-		t.Fatalf("build evoq: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

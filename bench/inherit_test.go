@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"math"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -168,18 +166,8 @@ func TestEpochsTrained(t *testing.T) {
 // binary built here: both runs' results are read back from their stores,
 // and the figures agree with each other.
 func TestInheritSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs evoq")
-	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build evoq with: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "evoq")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "../cmd/evoq").CombinedOutput(); err != nil {
-		t.Fatalf("build evoq: %v\n%s", err, out)
-	}
+	bin := smokeEvoq(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{Evoq: bin, Workloads: []string{"inherit"}, Smoke: true, Dir: t.TempDir()})

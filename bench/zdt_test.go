@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -164,18 +162,8 @@ func TestZDTCheck(t *testing.T) {
 // built here: the run's stream is replayed, the replay's end agrees with
 // the summary, and the figures are ratios of a front to the true one.
 func TestZDTSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs evoq")
-	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build evoq with: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "evoq")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "../cmd/evoq").CombinedOutput(); err != nil {
-		t.Fatalf("build evoq: %v\n%s", err, out)
-	}
+	bin := smokeEvoq(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{Evoq: bin, Workloads: []string{"zdt"}, Smoke: true, Dir: t.TempDir()})
