@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -52,16 +53,47 @@ type Credential struct {
 	Run  string `json:"run,omitempty"`
 	// Seed is the secret: whoever holds it connects with this role.
 	Seed string `json:"nkey_seed"`
+	// JWT is the user JWT of a broker in operator mode (see Trust),
+	// signed by the run's account: it carries the role's permissions
+	// and the expiry, and the broker checks it, on every node. Empty for
+	// a broker that knows its users by their nkeys.
+	JWT string `json:"jwt,omitempty"`
 }
 
 // Check reports ErrCredential when the role, the run or the seed is
 // invalid.
 func (c Credential) Check() error {
+	if c.JWT != "" {
+		return c.checkJWT()
+	}
 	if err := checkRole(c.Role, c.Run); err != nil {
 		return err
 	}
 	_, err := c.PublicKey()
 	return err
+}
+
+// checkJWT checks a credential of operator mode: a run's admin, worker or
+// reader, whose JWT is of the seed's key.
+func (c Credential) checkJWT() error {
+	if c.Role != RoleAdmin && c.Role != RoleWorker && c.Role != RoleReader {
+		return fmt.Errorf("%w: role %q: want %s, %s or %s", ErrCredential, c.Role, RoleAdmin, RoleWorker, RoleReader)
+	}
+	if err := schema.ValidToken(c.Run); err != nil {
+		return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, c.Role, err)
+	}
+	pub, err := c.PublicKey()
+	if err != nil {
+		return err
+	}
+	uc, err := jwt.DecodeUserClaims(c.JWT)
+	if err != nil {
+		return fmt.Errorf("%w: the user JWT: %v", ErrCredential, err)
+	}
+	if uc.Subject != pub {
+		return fmt.Errorf("%w: the user JWT is of %s, not of the seed's key %s", ErrCredential, uc.Subject, pub)
+	}
+	return nil
 }
 
 // PublicKey is the public nkey the broker knows the credential by.
@@ -86,6 +118,16 @@ func (c Credential) keyPair() (nkeys.KeyPair, error) {
 // run credential, the inbox prefix its permissions allow. An invalid
 // credential makes nats.Connect fail with ErrCredential.
 func (c Credential) Options() []nats.Option {
+	if c.JWT != "" {
+		if err := c.checkJWT(); err != nil {
+			return []nats.Option{func(*nats.Options) error { return err }}
+		}
+		opts := []nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed)}
+		if p := InboxPrefix(c.Role, c.Run); p != "" {
+			opts = append(opts, nats.CustomInboxPrefix(p))
+		}
+		return opts
+	}
 	pub, err := c.PublicKey()
 	if err == nil {
 		err = checkRole(c.Role, c.Run)

@@ -74,6 +74,11 @@ type Config struct {
 	// Cluster makes the broker one node of a JetStream cluster. Defaults
 	// to none: a single server.
 	Cluster ClusterConfig
+	// Trust puts the broker in operator mode (see Trust): every client
+	// presents a user JWT of a run's account, and the routes of a
+	// cluster authenticate with the trust's password. Not with Auth.
+	// Defaults to none.
+	Trust *Trust
 }
 
 func (c Config) withDefaults() Config {
@@ -206,7 +211,16 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		TLSVerify:             cfg.TLSVerify,
 		MaxPayload:            schema.MaxMessageSize, // the NATS default, named: broker, streams and codec share one limit
 	}
-	return opts, cfg.Cluster.apply(opts)
+	if err := cfg.Cluster.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.Trust != nil {
+		if cfg.Auth {
+			return nil, fmt.Errorf("%w: a broker in operator mode (a trust root) takes no nkey users: not with Auth", ErrStart)
+		}
+		return opts, cfg.Trust.apply(opts)
+	}
+	return opts, nil
 }
 
 // checkPort fails fast, with a hint, when the listen address is taken;
