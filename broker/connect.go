@@ -59,6 +59,16 @@ func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra
 		if embedded.auth {
 			opts = append(opts, embedded.admin.Options()...)
 		}
+		if embedded.trust != nil && len(extra) == 0 {
+			// In operator mode a connection is a user of one account;
+			// with no credential given, the broker's own is the system
+			// account's, which serves no run.
+			sys, err := embedded.trust.systemUser()
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, sys)
+		}
 	}
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)

@@ -27,6 +27,15 @@ type ConnectFile struct {
 	// broker without auth.
 	Role     Role   `json:"role,omitempty"`
 	NkeySeed string `json:"nkey_seed,omitempty"`
+	// JWT is the credential's user JWT, on a broker in operator mode
+	// (see Trust); NkeySeed is then its seed, and the two together are
+	// NATS's .creds.
+	JWT string `json:"jwt,omitempty"`
+	// Trust is the trust root's file (TrustFile), in an admin's connect
+	// file of a broker in operator mode: its holder makes runs' accounts
+	// and mints their credentials, so it is given as a path on the shared
+	// file system rather than copied into the file.
+	Trust string `json:"trust,omitempty"`
 	// InboxPrefix is the credential's InboxPrefix, for clients in other
 	// languages; WriteConnectFile fills it in.
 	InboxPrefix string `json:"inbox_prefix,omitempty"`
@@ -37,7 +46,7 @@ type ConnectFile struct {
 
 // SetCredential puts c in the file; a run credential sets Run too.
 func (cf *ConnectFile) SetCredential(c Credential) {
-	cf.Role, cf.NkeySeed = c.Role, c.Seed
+	cf.Role, cf.NkeySeed, cf.JWT = c.Role, c.Seed, c.JWT
 	if c.Run != "" {
 		cf.Run = c.Run
 	}
@@ -48,8 +57,8 @@ func (cf ConnectFile) Credential() (c Credential, ok bool) {
 	if cf.NkeySeed == "" {
 		return Credential{}, false
 	}
-	c = Credential{Role: cf.Role, Seed: cf.NkeySeed}
-	if cf.Role != RoleAdmin {
+	c = Credential{Role: cf.Role, Seed: cf.NkeySeed, JWT: cf.JWT}
+	if cf.Role != RoleAdmin || cf.JWT != "" {
 		c.Run = cf.Run
 	}
 	return c, true
@@ -70,6 +79,12 @@ func (cf ConnectFile) Options() ([]nats.Option, error) {
 
 // checkCredential reports a credential that cannot connect.
 func (cf ConnectFile) checkCredential() error {
+	if cf.Trust != "" {
+		if cf.Role != RoleAdmin || cf.NkeySeed != "" {
+			return fmt.Errorf("%w: a trust root is an admin's, with no credential of its own", ErrCredential)
+		}
+		return nil
+	}
 	c, ok := cf.Credential()
 	if !ok {
 		if cf.Role != "" {

@@ -126,6 +126,7 @@ type Embedded struct {
 	lock  *os.File // holds the store's lock while the server runs
 	auth  bool
 	admin Credential
+	trust *Trust // operator mode; nil otherwise
 
 	mu    sync.Mutex      // serializes Mint
 	users authState       // the credentials kept in the store's auth file
@@ -176,7 +177,7 @@ func Start(cfg Config) (*Embedded, error) {
 		return nil, fmt.Errorf("%w: JetStream failed on store %s: %s", ErrStart, opts.StoreDir, slog.lastError())
 	}
 	return &Embedded{srv: srv, log: slog, dir: opts.StoreDir, host: opts.Host, lock: lock,
-		auth: cfg.Auth, admin: admin, users: users, opts: opts}, nil
+		auth: cfg.Auth, admin: admin, users: users, opts: opts, trust: cfg.Trust}, nil
 }
 
 func serverOptions(cfg Config) (*server.Options, error) {
@@ -255,6 +256,9 @@ func prepareDir(dir string) (string, error) {
 	os.Remove(probe.Name())
 	return abs, nil
 }
+
+// Trust is the broker's trust root in operator mode, else nil.
+func (e *Embedded) Trust() *Trust { return e.trust }
 
 // Server is the running nats-server, for in-process connections.
 func (e *Embedded) Server() *server.Server { return e.srv }

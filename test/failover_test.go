@@ -35,8 +35,8 @@ type brokerCluster struct {
 }
 
 // startCluster starts the three brokers; every one is given the same
-// --routes, its own route URL among them.
-func startCluster(t *testing.T) *brokerCluster {
+// --routes, its own route URL among them, and the extra flags.
+func startCluster(t *testing.T, extra ...string) *brokerCluster {
 	t.Helper()
 	c := &brokerCluster{}
 	var routes, listens []string
@@ -49,9 +49,10 @@ func startCluster(t *testing.T) *brokerCluster {
 		name := fmt.Sprintf("node%d", i+1)
 		c.names = append(c.names, name)
 		c.urls = append(c.urls, "nats://"+listens[i])
-		c.nodes = append(c.nodes, newRestartable(t, name, "broker", "--dir", filepath.Join(root, name),
+		args := append([]string{"broker", "--dir", filepath.Join(root, name),
 			"--listen", listens[i], "--server-name", name, "--cluster-name", "failover",
-			"--cluster-listen", strings.TrimPrefix(routes[i], "nats-route://"), "--routes", strings.Join(routes, ",")))
+			"--cluster-listen", strings.TrimPrefix(routes[i], "nats-route://"), "--routes", strings.Join(routes, ",")}, extra...)
+		c.nodes = append(c.nodes, newRestartable(t, name, args...))
 	}
 	// Clients started before every node listens would all connect to the
 	// first one up.

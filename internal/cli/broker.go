@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/sirupsen/logrus"
 )
 
 // brokerCmd runs the embedded broker alone, for controllers and workers on
@@ -16,14 +19,20 @@ type brokerCmd struct {
 	l           logFlags
 	cl          clusterFlags
 	connectFile string
+	trust       string
 }
 
 func (c *brokerCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("broker", "Runs the embedded NATS JetStream broker alone and declares evoq's streams and buckets.", c.env.Stderr)
+	if len(args) > 0 && args[0] == "init" {
+		return c.init(args[1:])
+	}
+	fs := newFlagSet("broker", "Runs the embedded NATS JetStream broker alone and declares evoq's streams and buckets.\n"+
+		"'evoq broker init --dir DIR' makes a trust root for a cluster with auth (see --trust).", c.env.Stderr)
 	c.b.register(fs, false)
 	c.l.register(fs)
 	c.cl.register(fs)
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs here (mode 0600) for controllers and workers")
+	fs.StringVar(&c.trust, "trust", "", "operator mode: the trust root file every node of the cluster shares (made by 'evoq broker init', or here if absent); each run gets an account of its own and credentials are user JWTs")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -34,6 +43,11 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.b.validate(); err != nil {
 		return err
 	}
+	if c.trust != "" {
+		if err := c.useTrust(log); err != nil {
+			return err
+		}
+	}
 	if err := c.cl.apply(&c.b.cfg); err != nil {
 		return err
 	}
@@ -42,14 +56,21 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.close()
-	if err := c.cl.declare(ctx, s.js, log); err != nil {
-		return err
+	if c.b.cfg.Trust == nil {
+		// In operator mode each run's streams are in its own account,
+		// declared by its controller.
+		if err := c.cl.declare(ctx, s.js, log); err != nil {
+			return err
+		}
 	}
 	if c.connectFile != "" {
 		// The admin's file: for controllers (`evoq controller --connect`).
 		cf := broker.ConnectFile{URLs: s.urls(), TLSCA: c.b.sec.caForClients()}
 		if s.embedded.AdminCredential().Seed != "" {
 			cf.SetCredential(s.embedded.AdminCredential())
+		}
+		if c.b.cfg.Trust != nil {
+			cf.Role, cf.Trust = broker.RoleAdmin, c.trust
 		}
 		if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
 			return err
@@ -59,5 +80,65 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	log.WithField("url", s.url).Info("broker serving; SIGTERM or SIGINT stops it")
 	<-ctx.Done()
 	log.Info("broker stopping")
+	return nil
+}
+
+// useTrust puts the broker in operator mode with the trust root --trust
+// names, made in its directory if there is none yet.
+func (c *brokerCmd) useTrust(log logrus.FieldLogger) error {
+	if c.b.sec.insecure {
+		return usageErr("--trust and --insecure: give one or the other")
+	}
+	abs, err := filepath.Abs(c.trust)
+	if err != nil {
+		return usageErr("--trust %s: %v", c.trust, err)
+	}
+	c.trust = abs
+	if filepath.Base(abs) != broker.TrustFile {
+		if _, err := os.Stat(abs); err != nil {
+			return usageErr("--trust %s: %v (a new trust root is made as %s in a directory: 'evoq broker init --dir DIR')", abs, err, broker.TrustFile)
+		}
+	}
+	var trust *broker.Trust
+	if _, err := os.Stat(abs); err == nil {
+		trust, err = broker.LoadTrust(abs)
+		if err != nil {
+			return usageErr("--trust: %v", err)
+		}
+	} else {
+		var created bool
+		if trust, created, err = broker.InitTrust(filepath.Dir(abs)); err != nil {
+			return usageErr("--trust: %v", err)
+		}
+		if created {
+			log.WithField("trust", abs).Warn("made a new trust root (mode 0600): give every node of the cluster this file, with --trust")
+		}
+	}
+	c.b.cfg.Auth, c.b.cfg.Trust = false, trust
+	return nil
+}
+
+// init makes a trust root: `evoq broker init --dir DIR`.
+func (c *brokerCmd) init(args []string) error {
+	fs := newFlagSet("broker init", "Makes a trust root for brokers in operator mode: "+broker.TrustFile+" (mode 0600) in --dir, shared\n"+
+		"by every node of a cluster (a shared file system, or copied) and given to each with --trust.", c.env.Stderr)
+	dir := fs.String("dir", "", "directory of the trust root (created 0700 if absent)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return usageErr("--dir: give the directory of the trust root")
+	}
+	_, created, err := broker.InitTrust(*dir)
+	if err != nil {
+		return err
+	}
+	path, _ := filepath.Abs(filepath.Join(*dir, broker.TrustFile))
+	if !created {
+		fmt.Fprintf(c.env.Stdout, "%s exists: a trust root is made once; every node keeps using it\n", path)
+		return nil
+	}
+	fmt.Fprintf(c.env.Stdout, "%s\n", path)
+	fmt.Fprintf(c.env.Stderr, "evoq broker init: made the trust root %s (mode 0600): it holds the keys to every run; give every node --trust %s\n", path, path)
 	return nil
 }

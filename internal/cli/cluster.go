@@ -33,10 +33,10 @@ func (c *clusterFlags) apply(cfg *broker.Config) error {
 		return usageErr("%v", err)
 	}
 	if c.clustered() && cfg.Auth {
-		// Each broker keeps its own credentials (admin, and those minted
-		// for runs): a client failing over to another node would be
-		// refused there.
-		return usageErr("--routes: the nodes of a cluster do not share credentials, so a client failing over to another node would be refused: run the cluster on a private network with --insecure")
+		// Nkey users are each broker's own: a client failing over to
+		// another node would be refused there. Operator mode (Trust)
+		// is what every node verifies alike.
+		return usageErr("--routes: a cluster with auth needs one trust root that every node shares: make it once with 'evoq broker init --dir DIR' and give every node --trust DIR/%s (or --insecure, on a network of your own)", broker.TrustFile)
 	}
 	cfg.Cluster = c.cfg
 	return nil

@@ -47,7 +47,24 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 			"auth": cfg.Auth, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
 		b.sec.warn(log, cfg)
 	}
-	nc, err := broker.Connect(s.url, name, s.embedded, log, b.sec.clientOpts...)
+	opts := b.sec.clientOpts
+	if b.sec.trust != nil {
+		// Operator mode: the run's account is made known to the
+		// brokers, and the controller connects as the run's admin.
+		if b.run == "" {
+			return nil, usageErr("a broker in operator mode keeps each run in an account of its own: name the run with --run")
+		}
+		via := append(append([]nats.Option(nil), opts...), func(o *nats.Options) error { o.Servers = strings.Split(s.url, ","); return nil })
+		if err := b.sec.trust.CreateRun(context.Background(), via, b.run); err != nil {
+			return nil, fmt.Errorf("run %s: make its account on the broker: %w", b.run, err)
+		}
+		admin, err := b.sec.trust.UserJWT(broker.RoleAdmin, b.run, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(append([]nats.Option(nil), opts...), admin.Options()...)
+	}
+	nc, err := broker.Connect(s.url, name, s.embedded, log, opts...)
 	if err != nil {
 		s.close()
 		return nil, err

@@ -59,6 +59,10 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.b.sec.trust != nil && c.resume && !c.runGiven {
+		return usageErr("--resume: a broker in operator mode keeps each run apart; name the run with --run")
+	}
+	c.b.run = cfg.Run
 	s, err := open(&c.b, "evoq-controller", log)
 	if err != nil {
 		return err

@@ -95,6 +95,9 @@ type brokerFlags struct {
 	sync, maxStore    string
 	cfg               broker.Config // parsed by validate
 	sec               securityFlags
+	// run is the run a controller serves: in operator mode its
+	// connection is a user of the run's account.
+	run string
 }
 
 func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {

@@ -1,0 +1,131 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A cluster of three `evoq broker` processes on loopback in operator mode,
+// on one trust root made by `evoq broker init`: every node refuses an
+// anonymous client; a controller given the admin's connect file (the
+// trust root's path) makes its run's account and writes its workers'
+// connect file, whose credential works on every node; the node the
+// results stream's leader is on is killed mid-run with SIGKILL, the
+// workers fail over with the one credential, and the run completes with
+// every design counted once.
+func TestTrustClusterRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	init := evoq(t, time.Minute, "broker", "init", "--dir", filepath.Join(dir, "trust"))
+	trustPath := filepath.Join(dir, "trust", broker.TrustFile)
+	if init.code != 0 || strings.TrimSpace(init.stdout) != trustPath {
+		t.Fatalf("broker init: exit %d, stdout %q, want the trust file's path\n%s", init.code, init.stdout, init.stderr)
+	}
+	if st, err := os.Stat(trustPath); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("trust file: %v; want mode 0600", err)
+	}
+	c := startCluster(t, "--trust", trustPath)
+	for i, u := range c.urls {
+		if nc, err := nats.Connect(u, nats.Timeout(5*time.Second)); err == nil {
+			nc.Close()
+			t.Errorf("an anonymous client connected to %s", c.names[i])
+		}
+	}
+	admin := filepath.Join(dir, "admin.json")
+	if err := broker.WriteConnectFile(admin, broker.ConnectFile{URLs: c.urls, Role: broker.RoleAdmin, Trust: trustPath}); err != nil {
+		t.Fatal(err)
+	}
+	const run, budget = "trusted", 600
+	workerFile := filepath.Join(dir, "worker.json")
+	ctl := startSplit(t, "controller", "--connect", admin, "--replicas", "3", "--run", run, "--connect-file", workerFile,
+		"--budget", strconv.Itoa(budget), "--init", "30", "--pool", "10", "--wait-slots", "8", "--ack-wait", "3s",
+		"--progress", "500ms", "--json")
+	waitFor(t, time.Minute, func() bool { _, err := os.Stat(workerFile); return err == nil })
+	cf, err := broker.ReadConnectFile(workerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, ok := cf.Credential()
+	if !ok || cred.Role != broker.RoleWorker || cred.JWT == "" || cf.Run != run {
+		t.Fatalf("worker connect file: %+v; want a worker JWT of run %s", cf, run)
+	}
+	// The one credential works on every node.
+	for i, u := range c.urls {
+		nc, err := nats.Connect(u, append(cred.Options(), nats.Timeout(5*time.Second))...)
+		if err != nil {
+			t.Errorf("the worker credential on %s: %v", c.names[i], err)
+			continue
+		}
+		nc.Close()
+	}
+	var workers []*proc
+	for i := range 2 {
+		workers = append(workers, background(t, "worker", "--connect", workerFile, "--id", fmt.Sprintf("w%d", i+1),
+			"--slots", "4", "--gpus", "none", "--evaluator", "sim", "--sim-mean", "0.05"))
+	}
+
+	// The test reads the run as its admin, in the run's account.
+	trust, err := broker.LoadTrust(trustPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminCred, err := trust.UserJWT(broker.RoleAdmin, run, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := broker.Connect(c.list(), t.Name(), nil, testutil.Logger(t), adminCred.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *jetstream.StreamInfo
+	waitFor(t, 90*time.Second, func() bool {
+		info = liveStreamInfo(js, schema.ResultStream)
+		return info != nil && info.Cluster != nil && info.Cluster.Leader != "" && info.State.Msgs >= budget/4
+	})
+	leader := c.node(info.Cluster.Leader)
+	if leader < 0 {
+		t.Fatalf("the results stream's leader %q is none of %v", info.Cluster.Leader, c.names)
+	}
+	c.nodes[leader].kill()
+	t.Logf("killed %s, the results stream's leader, at %d results", c.names[leader], info.State.Msgs)
+
+	select {
+	case <-ctl.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the controller is still running 3 min after the kill\n%s\n%s", tail(ctl.stderr.String(), 4000), c.output())
+	}
+	if ctl.err != nil {
+		t.Fatalf("controller: %v\n%s", ctl.err, tail(ctl.stderr.String(), 4000))
+	}
+	s := lastJSON(t, ctl.stdout.String())
+	if s.Evaluations != budget || s.Lost != 0 || s.Error != 0 {
+		t.Fatalf("summary: %d evaluations (%d lost, %d error); want %d, 0, 0", s.Evaluations, s.Lost, s.Error, budget)
+	}
+	for _, w := range workers {
+		if err := w.wait(t, 30*time.Second); err != nil {
+			t.Errorf("worker exited with %v:\n%s", err, tail(w.stderr.String(), 3000))
+		}
+	}
+	results := clusterResults(t, js, run)
+	checkDesigns(t, results, budget)
+	if f := fold(results, run, budget, 30, 10, controller.ReplaceWorst); f.Terminal() != budget || f.Pool().Digest() != s.PoolDigest {
+		t.Errorf("stored results: %d designs counted, pool %s; the controller: %d, %s", f.Terminal(), f.Pool().Digest(), budget, s.PoolDigest)
+	}
+}
