@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"time"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/nats-io/nats.go"
