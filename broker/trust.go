@@ -85,22 +85,30 @@ func InitTrust(dir string) (t *Trust, created bool, err error) {
 	}
 	t = &Trust{OperatorSeed: string(opSeed), SystemSeed: string(sysSeed), RoutePassword: hex.EncodeToString(pw)}
 	data, _ := json.MarshalIndent(t, "", "  ")
-	// O_EXCL: two nodes initializing one shared directory at once keep
-	// the first's root, and the second reads it.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		t, err := LoadTrust(path)
-		return t, false, err
-	}
+	// Written whole to a temporary file, then linked into place: two
+	// nodes initializing one shared directory at once keep the first's
+	// root, and the second reads it, never half of it.
+	tmp, err := os.CreateTemp(dir, "."+TrustFile+".*")
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %v", ErrTrust, err)
 	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
 		return nil, false, fmt.Errorf("%w: write %s: %v", ErrTrust, path, err)
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
 		return nil, false, fmt.Errorf("%w: write %s: %v", ErrTrust, path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, false, fmt.Errorf("%w: write %s: %v", ErrTrust, path, err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		t, err := LoadTrust(path)
+		return t, false, err
+	} else if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrTrust, err)
 	}
 	return t, true, nil
 }

@@ -24,7 +24,8 @@ import (
 // connect file, whose credential works on every node; the node the
 // results stream's leader is on is killed mid-run with SIGKILL, the
 // workers fail over with the one credential, and the run completes with
-// every design counted once.
+// every design counted once. `evoq run revoke` then cuts the workers'
+// credential off on every live node.
 func TestTrustClusterRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -122,6 +123,27 @@ func TestTrustClusterRun(t *testing.T) {
 		if err := w.wait(t, 30*time.Second); err != nil {
 			t.Errorf("worker exited with %v:\n%s", err, tail(w.stderr.String(), 3000))
 		}
+	}
+	// Revoked through the live nodes: every one refuses the worker
+	// credential within seconds.
+	var live []string
+	for i, u := range c.urls {
+		if i != leader {
+			live = append(live, u)
+		}
+	}
+	rv := evoq(t, time.Minute, "run", "revoke", "--nats", strings.Join(live, ","), "--trust", trustPath, "--credential", workerFile)
+	if rv.code != 0 {
+		t.Fatalf("run revoke: exit %d\n%s", rv.code, rv.stderr)
+	}
+	for _, u := range live {
+		waitFor(t, 10*time.Second, func() bool {
+			nc, err := nats.Connect(u, append(cred.Options(), nats.Timeout(5*time.Second))...)
+			if err == nil {
+				nc.Close()
+			}
+			return err != nil
+		})
 	}
 	results := clusterResults(t, js, run)
 	checkDesigns(t, results, budget)

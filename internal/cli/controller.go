@@ -30,6 +30,7 @@ type controllerCmd struct {
 	fromRun     string
 	metricsAddr string
 	replicas    int
+	trustPath   string
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -43,6 +44,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
+	fs.StringVar(&c.trustPath, "trust", "", "with --nats, a broker cluster in operator mode: its trust root (evoq broker init), with which the controller makes its run's account and its workers' credentials")
 }
 
 func (c *controllerCmd) Run(ctx context.Context, args []string) error {
@@ -247,6 +249,16 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
+	}
+	if c.trustPath != "" {
+		if c.b.nats == "" || c.b.sec.connect != "" {
+			return controller.Config{}, usageErr("--trust: give it with --nats and every node's URL (an admin's connect file names its trust root itself)")
+		}
+		trust, err := broker.LoadTrust(c.trustPath)
+		if err != nil {
+			return controller.Config{}, usageErr("--trust: %v", err)
+		}
+		c.b.sec.trust = trust
 	}
 	if c.waitSlots < 0 {
 		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)

@@ -41,6 +41,9 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "delete" {
 		return (&runDeleteCmd{env: c.env}).Run(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "revoke" {
+		return (&runRevokeCmd{env: c.env}).Run(ctx, args[1:])
+	}
 	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
 	c.register(fs)
 	c.w.register(fs, runtime.NumCPU(), "none")
