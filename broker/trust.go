@@ -292,10 +292,32 @@ func (t *Trust) systemUser() (nats.Option, error) {
 	return nats.UserJWTAndSeed(token, string(seed)), nil
 }
 
+// ErrNotOperatorStore means a store holds runs made without operator
+// mode, in the broker's global account, which a broker in operator mode
+// does not serve.
+var ErrNotOperatorStore = errors.New("store made without operator mode")
+
+// checkStore refuses a store whose runs are in the global account (a
+// broker that kept nkey users, or none): in operator mode they would be
+// there but out of every run's reach.
+func checkStore(dir string) error {
+	global := filepath.Join(dir, "jetstream", "$G", "streams")
+	entries, err := os.ReadDir(global)
+	_, auth := os.Stat(filepath.Join(dir, authFile))
+	if (err == nil && len(entries) > 0) || auth == nil {
+		return fmt.Errorf("%w: %s holds runs (or credentials) of a broker without --trust; operator mode keeps each run in an account of its own, and would leave them out of reach: "+
+			"go on serving this store without --trust (and the cluster with --insecure on a network of your own), or start the brokers with --trust on new stores (--dir)", ErrNotOperatorStore, dir)
+	}
+	return nil
+}
+
 // apply puts opts in operator mode: the operator trusted, the system
 // account preloaded, account JWTs kept under dir/jwt and exchanged with
 // the cluster's other nodes, and the routes authenticated.
 func (t *Trust) apply(opts *server.Options) error {
+	if err := checkStore(opts.StoreDir); err != nil {
+		return fmt.Errorf("%w: %w", ErrStart, err)
+	}
 	opc, err := t.operatorJWT()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrTrust, err)

@@ -263,3 +263,25 @@ func TestTrustCluster(t *testing.T) {
 	}
 	t.Logf("revoked on every node within %s", time.Since(began).Round(time.Millisecond))
 }
+
+// A store made without operator mode (its runs in the global account) is
+// refused in operator mode, with what to do; it still starts without.
+func TestTrustRefusesOlderStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, broker.Config{Dir: dir, Listen: "127.0.0.1:0"})
+	_, js := connect(t, e.ClientURL(), e)
+	if err := broker.Declare(testutil.Context(t, 30*time.Second), js); err != nil {
+		t.Fatal(err)
+	}
+	e.Shutdown()
+	trust, _, err := broker.InitTrust(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Trust: trust, Logger: testutil.Logger(t)})
+	if !errors.Is(err, broker.ErrNotOperatorStore) || !strings.Contains(err.Error(), "without --trust") {
+		t.Fatalf("Start in operator mode on an older store = %v; want ErrNotOperatorStore saying what to do", err)
+	}
+	start(t, broker.Config{Dir: dir, Listen: "127.0.0.1:0"})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -37,14 +39,17 @@ const (
 func TestComposeClusterFailover(t *testing.T) {
 	t.Parallel()
 	c := newCompose(t)
+	// The trust root in a directory of the test's, so that the test too
+	// can connect as the run's admin.
+	c.trust = t.TempDir()
 	c.env = append(c.env, "COMPOSE_PROFILES=cluster", "EVOQ_RUN=cluster", "EVOQ_BUDGET="+strconv.Itoa(clusterBudget),
-		"EVOQ_SLOTS=4", "EVOQ_WAIT_SLOTS=8", "EVOQ_ACK_WAIT=5s")
+		"EVOQ_SLOTS=4", "EVOQ_WAIT_SLOTS=8", "EVOQ_ACK_WAIT=5s", "EVOQ_TRUST="+c.trust)
 	c.must(t, 3*time.Minute, "up", "-d", "--build", "--scale", "cluster-worker=2",
 		"broker1", "broker2", "broker3", "cluster-controller", "cluster-worker")
 	ctl := c.container(t, "cluster-controller")
 	logs := followLogs(t, ctl)
 	evaluations := func() int { return lastProgress(logs.stderr.String()).evaluations }
-	js := c.clusterClient(t)
+	js := c.clusterClient(t, "cluster")
 	began := time.Now()
 
 	// Cut off the results stream's leader, then connect it again.
@@ -117,7 +122,9 @@ func TestComposeClusterFailover(t *testing.T) {
 
 // clusterClient connects the test, on the host, to the brokers' container
 // addresses.
-func (c *compose) clusterClient(t *testing.T) jetstream.JetStream {
+// addresses, as run's admin, with the cluster's trust root; an anonymous
+// client is refused by every broker.
+func (c *compose) clusterClient(t *testing.T, run string) jetstream.JetStream {
 	t.Helper()
 	var urls []string
 	for _, b := range []string{"broker1", "broker2", "broker3"} {
@@ -125,7 +132,31 @@ func (c *compose) clusterClient(t *testing.T) jetstream.JetStream {
 			urls = append(urls, "nats://"+n.IPAddress+":4222")
 		}
 	}
-	nc, err := broker.Connect(strings.Join(urls, ","), t.Name(), nil, testutil.Logger(t))
+	path := filepath.Join(c.trust, broker.TrustFile)
+	var trust *broker.Trust
+	waitFor(t, 60*time.Second, func() bool {
+		var err error
+		trust, err = broker.LoadTrust(path)
+		return err == nil
+	})
+	admin, err := trust.UserJWT(broker.RoleAdmin, run, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range urls {
+		waitFor(t, 60*time.Second, func() bool {
+			nc, err := nats.Connect(u, append(admin.Options(), nats.Timeout(5*time.Second))...)
+			if err == nil {
+				nc.Close()
+			}
+			return err == nil
+		})
+		if nc, err := nats.Connect(u, nats.Timeout(5*time.Second)); err == nil {
+			nc.Close()
+			t.Errorf("an anonymous client connected to the broker at %s", u)
+		}
+	}
+	nc, err := broker.Connect(strings.Join(urls, ","), t.Name(), nil, testutil.Logger(t), admin.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

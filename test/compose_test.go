@@ -63,6 +63,7 @@ func TestComposeScalesWorkers(t *testing.T) {
 type compose struct {
 	project string
 	env     []string
+	trust   string // the cluster profile's trust root directory, on the host
 }
 
 // newCompose skips unless Docker is usable, builds the static binary into a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -54,11 +55,14 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.w.validate(fs); err != nil {
 		return err
 	}
-	if err := c.readConnect(fs); err != nil {
-		return err
-	}
 	log, err := c.l.logger(c.env.Stderr)
 	if err != nil {
+		return err
+	}
+	if err := c.waitConnectFile(ctx, log); err != nil {
+		return err
+	}
+	if err := c.readConnect(fs); err != nil {
 		return err
 	}
 	if err := c.w.resolveGPUs(ctx, log); err != nil {
@@ -237,4 +241,31 @@ func unfinishedRuns(ctx context.Context, js jetstream.JetStream) ([]string, erro
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return broker.RunsUnfinished(ctx, js)
+}
+
+// waitConnectFile waits for --connect's file, which its controller may
+// not have written yet when a batch job or a container starts the worker
+// first, as a worker waits for its run: for ever, or --wait-for-run.
+func (c *workerCmd) waitConnectFile(ctx context.Context, log logrus.FieldLogger) error {
+	if c.connect == "" {
+		return nil
+	}
+	began, said := time.Now(), time.Time{}
+	for {
+		if _, err := os.Stat(c.connect); !errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if c.waitForRun > 0 && time.Since(began) > c.waitForRun {
+			return fmt.Errorf("--wait-for-run %s: no connect file %s after %s", c.waitForRun, c.connect, c.waitForRun)
+		}
+		if time.Since(said) > 30*time.Second {
+			log.WithField("connect", c.connect).Info("waiting for the connect file: its controller writes it when the run starts")
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
