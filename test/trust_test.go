@@ -151,3 +151,24 @@ func TestTrustClusterRun(t *testing.T) {
 		t.Errorf("stored results: %d designs counted, pool %s; the controller: %d, %s", f.Terminal(), f.Pool().Digest(), budget, s.PoolDigest)
 	}
 }
+
+// A cluster with auth and no trust root is refused, naming what makes
+// one; a trust root and --insecure contradict each other.
+func TestTrustFlags(t *testing.T) {
+	t.Parallel()
+	routes := fmt.Sprintf("nats-route://127.0.0.1:%d,nats-route://127.0.0.1:%d", freePort(t), freePort(t))
+	r := evoq(t, time.Minute, "broker", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--auth",
+		"--server-name", "a", "--cluster-name", "c", "--routes", routes)
+	if r.code != 2 || !strings.Contains(r.stderr, "evoq broker init") || !strings.Contains(r.stderr, "--trust") {
+		t.Errorf("--routes with --auth and no --trust: exit %d, want 2 naming evoq broker init and --trust\n%s", r.code, r.stderr)
+	}
+	trust := filepath.Join(t.TempDir(), broker.TrustFile)
+	r = evoq(t, time.Minute, "broker", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure", "--trust", trust)
+	if r.code != 2 || !strings.Contains(r.stderr, "--trust and --insecure") {
+		t.Errorf("--trust with --insecure: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	r = evoq(t, time.Minute, "controller", "--trust", trust, "--run", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--trust: give it with --nats") {
+		t.Errorf("controller --trust without --nats: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+}

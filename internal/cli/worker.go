@@ -41,7 +41,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	c.sec.register(fs, false, false)
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9091")
-	fs.StringVar(&c.connect, "connect", "", "connect file written by 'evoq controller --connect-file': broker URLs and run ID")
+	fs.StringVar(&c.connect, "connect", "", "connect file written by 'evoq controller --connect-file': broker URLs and run ID (a worker started first waits for it, as for its run; --wait-for-run bounds the wait)")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
