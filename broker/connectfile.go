@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 )
 
@@ -31,6 +33,10 @@ type ConnectFile struct {
 	// (see Trust); NkeySeed is then its seed, and the two together are
 	// NATS's .creds.
 	JWT string `json:"jwt,omitempty"`
+	// Creds is the file beside it that holds the same credential as
+	// NATS's .creds (the JWT and the seed), mode 0600, for the nats CLI
+	// and clients in other languages; WriteConnectFile writes it.
+	Creds string `json:"creds,omitempty"`
 	// Trust is the trust root's file (TrustFile), in an admin's connect
 	// file of a broker in operator mode: its holder makes runs' accounts
 	// and mints their credentials, so it is given as a path on the shared
@@ -105,9 +111,19 @@ func WriteConnectFile(path string, cf ConnectFile) error {
 	if err := cf.checkCredential(); err != nil {
 		return fmt.Errorf("--connect-file %s: %w", path, err)
 	}
-	cf.InboxPrefix = ""
+	cf.InboxPrefix, cf.Creds = "", ""
 	if c, ok := cf.Credential(); ok {
 		cf.InboxPrefix = InboxPrefix(c.Role, c.Run)
+		if c.JWT != "" {
+			creds := strings.TrimSuffix(path, filepath.Ext(path)) + ".creds"
+			if err := writeCreds(creds, c); err != nil {
+				return fmt.Errorf("--connect-file %s: %w", path, err)
+			}
+			if abs, err := filepath.Abs(creds); err == nil {
+				creds = abs
+			}
+			cf.Creds = creds
+		}
 	}
 	if cf.Created.IsZero() {
 		cf.Created = time.Now().UTC()
@@ -194,4 +210,25 @@ func resolveHost(host string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("--listen %s: interface has no IPv4 address", host)
+}
+
+// writeCreds writes c as a .creds file, atomically, mode 0600.
+func writeCreds(path string, c Credential) error {
+	data, err := jwt.FormatUserConfig(c.JWT, []byte(c.Seed))
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".evoq-creds-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
