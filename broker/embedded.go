@@ -221,6 +221,11 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		}
 		return opts, cfg.Trust.apply(opts)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "jwt")); err == nil {
+		// Its runs are in accounts of their own, which only operator
+		// mode serves: without it they would seem gone.
+		return nil, fmt.Errorf("%w: --dir %s was made by a broker in operator mode, each run in an account of its own: start it with --trust and the cluster's trust root", ErrStart, dir)
+	}
 	return opts, nil
 }
 

@@ -285,3 +285,53 @@ func TestTrustRefusesOlderStore(t *testing.T) {
 	}
 	start(t, broker.Config{Dir: dir, Listen: "127.0.0.1:0"})
 }
+
+// A store of a broker in operator mode is refused without it, saying so:
+// its runs are in accounts only operator mode serves.
+func TestTrustStoreNeedsTrust(t *testing.T) {
+	t.Parallel()
+	trust, _, err := broker.InitTrust(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := start(t, broker.Config{Dir: dir, Listen: "127.0.0.1:0", Trust: trust})
+	e.Shutdown()
+	_, err = broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Logger: testutil.Logger(t)})
+	if !errors.Is(err, broker.ErrStart) || !strings.Contains(err.Error(), "operator mode") || !strings.Contains(err.Error(), "--trust") {
+		t.Fatalf("Start without the trust on an operator-mode store = %v; want an error naming --trust", err)
+	}
+	start(t, broker.Config{Dir: dir, Listen: "127.0.0.1:0", Trust: trust})
+}
+
+// A credential with an expiry connects until then, and is refused after.
+func TestTrustExpiry(t *testing.T) {
+	t.Parallel()
+	trust, nodes := trustCluster(t, 1)
+	url := nodeURL(nodes[0])
+	ctx := testutil.Context(t, time.Minute)
+	if err := trust.CreateRun(ctx, []nats.Option{func(o *nats.Options) error { o.Url = url; return nil }}, "re"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := trust.UserJWT(broker.RoleWorker, "re", time.Now().Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dialJWT(url, c)
+	if err != nil {
+		t.Fatalf("before its expiry: %v", err)
+	}
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	select {
+	case <-closed:
+	case <-time.After(15 * time.Second):
+		t.Error("the connection of an expired credential is still open")
+	}
+	// The brokers compare whole seconds: past the second of the expiry.
+	time.Sleep(1100 * time.Millisecond)
+	if nc, err := dialJWT(url, c); err == nil {
+		nc.Close()
+		t.Error("an expired credential connected")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
@@ -18,19 +19,20 @@ import (
 // controllerCmd runs the search controller, with the embedded broker
 // unless --nats names an external one.
 type controllerCmd struct {
-	env         Env
-	s           searchFlags
-	b           brokerFlags
-	l           logFlags
-	jsonOut     bool
-	waitSlots   int
-	connectFile string
-	resume      bool
-	runGiven    bool
-	fromRun     string
-	metricsAddr string
-	replicas    int
-	trustPath   string
+	env           Env
+	s             searchFlags
+	b             brokerFlags
+	l             logFlags
+	jsonOut       bool
+	waitSlots     int
+	connectFile   string
+	resume        bool
+	runGiven      bool
+	fromRun       string
+	metricsAddr   string
+	replicas      int
+	trustPath     string
+	credentialTTL time.Duration
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
@@ -44,6 +46,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
+	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start, say the allocation's walltime plus a margin (0: never; revoke them with 'evoq run revoke')")
 	fs.StringVar(&c.trustPath, "trust", "", "with --nats, a broker cluster in operator mode: its trust root (evoq broker init), with which the controller makes its run's account and its workers' credentials")
 }
 
@@ -60,6 +63,12 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	cfg, err := c.config(fs, log)
 	if err != nil {
 		return err
+	}
+	if c.credentialTTL < 0 || (c.credentialTTL > 0 && c.b.sec.trust == nil) {
+		return usageErr("--credential-expiry %s: needs a broker in operator mode (--trust, or an admin's connect file naming a trust root), and a duration > 0", c.credentialTTL)
+	}
+	if c.credentialTTL > 0 {
+		c.b.sec.expires = time.Now().Add(c.credentialTTL)
 	}
 	if c.b.sec.trust != nil && c.resume && !c.runGiven {
 		return usageErr("--resume: a broker in operator mode keeps each run apart; name the run with --run")

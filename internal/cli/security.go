@@ -26,6 +26,7 @@ type securityFlags struct {
 	credential             *broker.Credential // from --connect
 	fileCA                 string             // the CA named in --connect
 	trust                  *broker.Trust      // the trust root an admin's --connect names (operator mode)
+	expires                time.Time          // when the credentials minted with trust expire; zero: never
 	serverTLS              bool
 	listenHost             string
 }
@@ -150,7 +151,7 @@ func (s *securityFlags) caForClients() string {
 // the admin credential. ok is false for a broker without auth.
 func (s *session) credentialFor(ctx context.Context, role broker.Role, run string) (c broker.Credential, ok bool, err error) {
 	if s.sec.trust != nil {
-		c, err = s.sec.trust.UserJWT(role, run, time.Time{})
+		c, err = s.sec.trust.UserJWT(role, run, s.sec.expires)
 		return c, err == nil, err
 	}
 	if s.embedded != nil {
