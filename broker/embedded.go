@@ -215,6 +215,9 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if err := cfg.Cluster.apply(opts); err != nil {
 		return nil, err
 	}
+	if err := routeTLS(cfg, opts); err != nil {
+		return nil, err
+	}
 	if cfg.Trust != nil {
 		if cfg.Auth {
 			return nil, fmt.Errorf("%w: a broker in operator mode (a trust root) takes no nkey users: not with Auth", ErrStart)

@@ -117,3 +117,24 @@ func readable(setting, path string) error {
 	}
 	return f.Close()
 }
+
+// routeTLS puts the routes of a cluster node with a certificate on TLS:
+// each node presents its certificate to the others and checks theirs
+// against --tls-ca, both ways, so the certificate must serve as a client's
+// and a server's (extended key usages clientAuth and serverAuth).
+func routeTLS(cfg Config, opts *server.Options) error {
+	if opts.Cluster.Port == 0 || cfg.TLSCert == "" {
+		return nil
+	}
+	if cfg.TLSCA == "" {
+		return fmt.Errorf("%w: a cluster node with --tls-cert needs --tls-ca, the CA its routes check the other nodes' certificates against", ErrTLS)
+	}
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CaFile: cfg.TLSCA, Verify: true})
+	if err != nil {
+		return fmt.Errorf("%w: routes: %v", ErrTLS, err)
+	}
+	// The CA checks the nodes it dials too, not only those dialing it.
+	tc.RootCAs = tc.ClientCAs
+	opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 5
+	return nil
+}

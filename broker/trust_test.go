@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -22,12 +24,18 @@ import (
 // a single server), each on a store of its own.
 func trustCluster(t *testing.T, n int) (*broker.Trust, []*node) {
 	t.Helper()
+	return trustClusterWith(t, n, func(*broker.Config) {})
+}
+
+func trustClusterWith(t *testing.T, n int, edit func(*broker.Config)) (*broker.Trust, []*node) {
+	t.Helper()
 	trust, created, err := broker.InitTrust(t.TempDir())
 	if err != nil || !created {
 		t.Fatalf("InitTrust = %v, created %t", err, created)
 	}
 	if n == 1 {
 		cfg := broker.Config{Dir: t.TempDir(), Listen: "127.0.0.1:" + strconv.Itoa(freePort(t)), Trust: trust}
+		edit(&cfg)
 		return trust, []*node{{cfg: cfg, e: start(t, cfg)}}
 	}
 	var routes []string
@@ -40,6 +48,7 @@ func trustCluster(t *testing.T, n int) (*broker.Trust, []*node) {
 	}
 	for _, nd := range nodes {
 		nd.cfg.Cluster.Routes = routes
+		edit(&nd.cfg)
 		nd.e = start(t, nd.cfg)
 	}
 	return trust, nodes
@@ -333,5 +342,50 @@ func TestTrustExpiry(t *testing.T) {
 	if nc, err := dialJWT(url, c); err == nil {
 		nc.Close()
 		t.Error("an expired credential connected")
+	}
+}
+
+// With --tls-cert, --tls-key and --tls-ca, a cluster's routes are TLS
+// too, each node checking the others' certificates: the cluster forms
+// (a run created through one node works on another), and a route port
+// answers with a TLS handshake.
+func TestTrustClusterTLS(t *testing.T) {
+	t.Parallel()
+	p := testutil.NewPKI(t)
+	cert, key := p.Issue(t, "node", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	trust, nodes := trustClusterWith(t, 3, func(c *broker.Config) { c.TLSCert, c.TLSKey, c.TLSCA = cert, key, p.CA })
+	ctx := testutil.Context(t, time.Minute)
+	tlsOpts, err := broker.TLSOptions(p.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	via := append(tlsOpts, nats.Timeout(5*time.Second), func(o *nats.Options) error { o.Url = "tls://" + nodes[0].cfg.Listen; return nil })
+	testutil.WaitFor(t, 30*time.Second, "the cluster to take the run's account", func() bool { return trust.CreateRun(ctx, via, "rt") == nil })
+	worker := mint(t, trust, broker.RoleWorker, "rt")
+	testutil.WaitFor(t, 30*time.Second, "the account on n3", func() bool {
+		nc, err := nats.Connect("tls://"+nodes[2].cfg.Listen, append(append(tlsOpts, worker.Options()...), nats.Timeout(5*time.Second))...)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(p.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	c, err := tls.Dial("tcp", nodes[1].cfg.Cluster.Listen, &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("a TLS handshake with a route port: %v", err)
+	}
+	c.Close()
+	// A node with a certificate but no CA to check the others with is
+	// refused at start.
+	bad := nodes[0].cfg
+	bad.Dir, bad.TLSCA, bad.Listen = t.TempDir(), "", "127.0.0.1:0"
+	bad.Cluster.Listen = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	if _, err := broker.Start(bad); !errors.Is(err, broker.ErrTLS) || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Errorf("a cluster node with a certificate and no CA: %v; want ErrTLS naming --tls-ca", err)
 	}
 }

@@ -59,15 +59,16 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return k
 }
 
-// Issue makes a certificate for 127.0.0.1 and localhost signed by the CA
-// and returns its certificate and key files.
-func (p *PKI) Issue(t testing.TB, name string, usage x509.ExtKeyUsage) (string, string) {
+// Issue makes a certificate for 127.0.0.1 and localhost signed by the CA,
+// for the usages given (a cluster node's, server and client both), and
+// returns its certificate and key files.
+func (p *PKI) Issue(t testing.TB, name string, usage ...x509.ExtKeyUsage) (string, string) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
