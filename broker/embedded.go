@@ -227,8 +227,8 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if _, err := os.Stat(filepath.Join(dir, "jwt")); err == nil {
 		// Its runs are in accounts of their own, which only operator
 		// mode serves: without it they would seem gone.
-		return nil, fmt.Errorf("%w: --dir %s was made by a broker in operator mode, each run in an account of its own: serve it with 'evoq broker --trust' and the cluster's trust root, "+
-			"and read a run of it through the brokers with --connect and the run's reader connect file", ErrStart, dir)
+		return nil, fmt.Errorf("%w: --dir %s was made by a broker in operator mode, each run in an account of its own: give --trust and its trust root "+
+			"(to evoq broker, controller and run, and to evoq status, export, report and replay with --dir), or read a run through its live broker with --connect and the run's reader connect file", ErrStart, dir)
 	}
 	return opts, nil
 }

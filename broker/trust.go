@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -454,4 +456,27 @@ func (t *Trust) updateRun(ctx context.Context, connect []nats.Option, run string
 		return err
 	}
 	return t.PushAccount(ctx, connect, token)
+}
+
+// StoredRuns are the runs whose accounts a store of a broker in operator
+// mode holds (its <store>/jwt), sorted.
+func StoredRuns(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "jwt", "*.jwt"))
+	if err != nil {
+		return nil, err
+	}
+	var runs []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		ac, err := jwt.DecodeAccountClaims(strings.TrimSpace(string(data)))
+		if err != nil || ac.Name == "SYS" || schema.ValidToken(ac.Name) != nil {
+			continue
+		}
+		runs = append(runs, ac.Name)
+	}
+	slices.Sort(runs)
+	return runs, nil
 }

@@ -207,3 +207,51 @@ func upstreamNATS(t *testing.T) string {
 	}
 	return p
 }
+
+// The embedded broker in operator mode: `evoq run --trust` keeps each run
+// of a store in an account of its own, its workers connecting with JWT
+// credentials; the reading tools open the store with the trust root and
+// see one run at a time; without it the store is refused, naming --trust.
+func TestTrustEmbedded(t *testing.T) {
+	t.Parallel()
+	dir, trust := t.TempDir(), filepath.Join(t.TempDir(), broker.TrustFile)
+	for _, r := range []struct {
+		run    string
+		budget int
+	}{{"ea", 40}, {"eb", 30}} {
+		res := evoq(t, 2*time.Minute, "run", "--dir", dir, "--listen", "127.0.0.1:0", "--trust", trust, "--run", r.run,
+			"--evaluator", "sim", "--sim-mean", "0.01", "--budget", strconv.Itoa(r.budget), "--init", "10", "--pool", "5", "--slots", "2", "--json")
+		if res.code != 0 {
+			t.Fatalf("run %s: exit %d\n%s", r.run, res.code, tail(res.stderr, 3000))
+		}
+		if s := lastJSON(t, res.stdout); s.Evaluations != r.budget {
+			t.Fatalf("run %s: %d evaluations, want %d", r.run, s.Evaluations, r.budget)
+		}
+	}
+	for _, r := range []struct {
+		run  string
+		rows int
+	}{{"ea", 40}, {"eb", 30}} {
+		res := evoq(t, time.Minute, "export", "--dir", dir, "--trust", trust, "--run", r.run)
+		if res.code != 0 {
+			t.Fatalf("export %s: exit %d\n%s", r.run, res.code, res.stderr)
+		}
+		_, rows := readCSVRows(t, res.stdout)
+		if len(rows) != r.rows {
+			t.Errorf("export of run %s: %d rows, want %d (its own results alone)", r.run, len(rows), r.rows)
+		}
+		for _, row := range rows {
+			if !strings.HasPrefix(row["design_id"], r.run+"-") {
+				t.Errorf("export of run %s has %s", r.run, row["design_id"])
+			}
+		}
+	}
+	res := evoq(t, time.Minute, "status", "--dir", dir)
+	if res.code == 0 || !strings.Contains(res.stderr, "operator mode") || !strings.Contains(res.stderr, "--trust") {
+		t.Errorf("status without the trust root: exit %d; want a refusal naming --trust\n%s", res.code, res.stderr)
+	}
+	res = evoq(t, time.Minute, "status", "--dir", dir, "--trust", trust)
+	if res.code == 0 || !strings.Contains(res.stderr, "[ea eb]") {
+		t.Errorf("status of a store of two runs without --run: exit %d; want both named\n%s", res.code, res.stderr)
+	}
+}

@@ -86,36 +86,44 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 // useTrust puts the broker in operator mode with the trust root --trust
 // names, made in its directory if there is none yet.
 func (c *brokerCmd) useTrust(log logrus.FieldLogger) error {
-	if c.b.sec.insecure {
-		return usageErr("--trust and --insecure: give one or the other")
-	}
-	abs, err := filepath.Abs(c.trust)
-	if err != nil {
-		return usageErr("--trust %s: %v", c.trust, err)
-	}
+	abs, _, err := serveTrust(&c.b, c.trust, log)
 	c.trust = abs
+	return err
+}
+
+// serveTrust puts b's embedded broker in operator mode with the trust
+// root at path, made in its directory if there is none yet; it returns
+// path made absolute.
+func serveTrust(b *brokerFlags, path string, log logrus.FieldLogger) (string, *broker.Trust, error) {
+	if b.sec.insecure {
+		return path, nil, usageErr("--trust and --insecure: give one or the other")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path, nil, usageErr("--trust %s: %v", path, err)
+	}
 	if filepath.Base(abs) != broker.TrustFile {
 		if _, err := os.Stat(abs); err != nil {
-			return usageErr("--trust %s: %v (a new trust root is made as %s in a directory: 'evoq broker init --dir DIR')", abs, err, broker.TrustFile)
+			return abs, nil, usageErr("--trust %s: %v (a new trust root is made as %s in a directory: 'evoq broker init --dir DIR')", abs, err, broker.TrustFile)
 		}
 	}
 	var trust *broker.Trust
 	if _, err := os.Stat(abs); err == nil {
 		trust, err = broker.LoadTrust(abs)
 		if err != nil {
-			return usageErr("--trust: %v", err)
+			return abs, nil, usageErr("--trust: %v", err)
 		}
 	} else {
 		var created bool
 		if trust, created, err = broker.InitTrust(filepath.Dir(abs)); err != nil {
-			return usageErr("--trust: %v", err)
+			return abs, nil, usageErr("--trust: %v", err)
 		}
 		if created {
-			log.WithField("trust", abs).Warn("made a new trust root (mode 0600): give every node of the cluster this file, with --trust")
+			log.WithField("trust", abs).Warn("made a new trust root (mode 0600): give it to every node of a cluster, and to the tools that read the store, with --trust")
 		}
 	}
-	c.b.cfg.Auth, c.b.cfg.Trust = false, trust
-	return nil
+	b.cfg.Auth, b.cfg.Trust = false, trust
+	return abs, trust, nil
 }
 
 // init makes a trust root: `evoq broker init --dir DIR`.

@@ -47,7 +47,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
 	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start, say the allocation's walltime plus a margin (0: never; revoke them with 'evoq run revoke')")
-	fs.StringVar(&c.trustPath, "trust", "", "with --nats, a broker cluster in operator mode: its trust root (evoq broker init), with which the controller makes its run's account and its workers' credentials")
+	fs.StringVar(&c.trustPath, "trust", "", "operator mode: the trust root (evoq broker init; made here if absent) with which the controller makes its run's account and its workers' JWT credentials, on the embedded broker or, with --nats, a broker cluster")
 }
 
 func (c *controllerCmd) Run(ctx context.Context, args []string) error {
@@ -259,13 +259,21 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
 	}
-	if c.trustPath != "" {
-		if c.b.nats == "" || c.b.sec.connect != "" {
-			return controller.Config{}, usageErr("--trust: give it with --nats and every node's URL (an admin's connect file names its trust root itself)")
-		}
+	switch {
+	case c.trustPath != "" && c.b.sec.connect != "":
+		return controller.Config{}, usageErr("--trust and --connect: an admin's connect file names its trust root itself")
+	case c.trustPath != "" && c.b.nats != "":
+		// A broker cluster in operator mode.
 		trust, err := broker.LoadTrust(c.trustPath)
 		if err != nil {
 			return controller.Config{}, usageErr("--trust: %v", err)
+		}
+		c.b.sec.trust = trust
+	case c.trustPath != "":
+		// The embedded broker, in operator mode.
+		_, trust, err := serveTrust(&c.b, c.trustPath, log)
+		if err != nil {
+			return controller.Config{}, err
 		}
 		c.b.sec.trust = trust
 	}

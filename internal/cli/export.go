@@ -24,9 +24,11 @@ import (
 // sourceFlags choose where export and replay read a run's history.
 type sourceFlags struct {
 	dir, nats, connect, run string
+	trust                   string
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.trust, "trust", "", "with --dir: the trust root of a store in operator mode (evoq broker init, or the controller's --trust)")
 	fs.StringVar(&s.dir, "dir", broker.DirDefault, "JetStream store directory of a stopped run (no broker may be using it)")
 	fs.StringVar(&s.nats, "nats", "", "URL of a live broker (instead of --dir)")
 	fs.StringVar(&s.connect, "connect", "", "connect file of a live controller (instead of --dir)")
@@ -47,6 +49,16 @@ func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source
 			return src, usageErr("--dir: empty store directory")
 		}
 		src.Dir = s.dir
+	}
+	if s.trust != "" {
+		if src.Dir == "" {
+			return src, usageErr("--trust: with --dir only (a connect file holds its own credential)")
+		}
+		t, err := broker.LoadTrust(s.trust)
+		if err != nil {
+			return src, usageErr("--trust: %v", err)
+		}
+		src.Trust, src.Run = t, s.run
 	}
 	log := logrus.New()
 	log.SetOutput(stderr)

@@ -71,6 +71,10 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err := c.problemDefaults(fs, &cfg); err != nil {
 		return err
 	}
+	if c.b.sec.trust != nil && c.resume && !c.runGiven {
+		return usageErr("--resume: a broker in operator mode keeps each run apart; name the run with --run")
+	}
+	c.b.run = cfg.Run
 	return c.runAll(ctx, cfg, log)
 }
 

@@ -46,6 +46,11 @@ type Source struct {
 	NATS string
 	// ConnectFile is a connect file written by a controller.
 	ConnectFile string
+	// Trust is the trust root of a store of a broker in operator mode
+	// (see broker.Trust), with Dir: the reader connects as the admin of
+	// Run's account, or of the store's only run when Run is empty.
+	Trust *broker.Trust
+	Run   string
 	// Logger receives the embedded broker's warnings. Defaults to a logger
 	// that discards everything.
 	Logger logrus.FieldLogger
@@ -82,12 +87,26 @@ func Open(ctx context.Context, src Source) (*Reader, error) {
 	var opts []nats.Option
 	switch {
 	case src.Dir != "":
-		e, err := startStore(src.Dir, src.Logger)
+		e, err := startStore(src.Dir, src.Trust, src.Logger)
 		if err != nil {
 			return nil, err
 		}
 		r.embedded, url = e, e.ClientURL()
 		opts = append(opts, nats.InProcessServer(e.Server()))
+		if src.Trust != nil {
+			run, err := storeRun(src.Dir, src.Run)
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			admin, err := src.Trust.UserJWT(broker.RoleAdmin, run, time.Time{})
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			opts = append(opts, admin.Options()...)
+			r.ConnectRun = run
+		}
 	case src.ConnectFile != "":
 		cf, err := broker.ReadConnectFile(src.ConnectFile)
 		if err != nil {
@@ -109,8 +128,23 @@ func Open(ctx context.Context, src Source) (*Reader, error) {
 	return r, nil
 }
 
+// storeRun is run, or the only run of an operator-mode store.
+func storeRun(dir, run string) (string, error) {
+	if run != "" {
+		return run, nil
+	}
+	runs, err := broker.StoredRuns(dir)
+	if err != nil {
+		return "", err
+	}
+	if len(runs) != 1 {
+		return "", fmt.Errorf("%w: the store %s holds %d runs, each in an account of its own %v: name one with --run", ErrSource, dir, len(runs), runs)
+	}
+	return runs[0], nil
+}
+
 // startStore starts an embedded broker on an existing store directory.
-func startStore(dir string, log logrus.FieldLogger) (*broker.Embedded, error) {
+func startStore(dir string, trust *broker.Trust, log logrus.FieldLogger) (*broker.Embedded, error) {
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: store directory %s does not exist", ErrNoStore, dir)
@@ -118,7 +152,7 @@ func startStore(dir string, log logrus.FieldLogger) (*broker.Embedded, error) {
 	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
 		return nil, fmt.Errorf("%w: %s holds no JetStream store (no jetstream directory)", ErrNoStore, dir)
 	}
-	e, err := broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Logger: log})
+	e, err := broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Logger: log, Trust: trust})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s (is a broker or controller still using it? stop it, or read the live broker with --nats or --connect): %w", dir, err)
 	}
