@@ -16,7 +16,15 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/cli"
+	"github.com/nats-io/jwt/v2"
 )
+
+// controllerCredentialMargin is how long the credentials outlive the
+// allocation.
+const controllerCredentialMargin = cli.CredentialMargin
 
 // slurmTemplate is the batch template under test.
 const slurmTemplate = "../deploy/slurm/evoq.sbatch"
@@ -60,6 +68,30 @@ func TestSlurmTemplate(t *testing.T) {
 		}
 		if !strings.Contains(log, "run is done; leaving") {
 			t.Errorf("the worker started by srun did not leave by itself:\n%s", tail(log, 4000))
+		}
+		// The template runs its broker in operator mode: the workers'
+		// credential is a user JWT of the run that ends with the
+		// allocation (SLURM_JOB_END_TIME) plus the margin.
+		cf, err := broker.ReadConnectFile(filepath.Join(dir, "evoq-"+job+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, _ := cf.Credential()
+		uc, err := jwt.DecodeUserClaims(cred.JWT)
+		if err != nil || cred.Role != broker.RoleWorker {
+			t.Fatalf("the workers' credential: %v, role %s; want a worker JWT", err, cred.Role)
+		}
+		switch {
+		case strings.Contains(log, "expire with the allocation"):
+			if uc.Expires <= time.Now().Unix() || uc.Expires > time.Now().Add(2*time.Hour+controllerCredentialMargin).Unix() {
+				t.Errorf("the workers' credential expires %v; want the allocation's end (2 h) plus %s", time.Unix(uc.Expires, 0), controllerCredentialMargin)
+			}
+		case uc.Expires != 0:
+			t.Errorf("the workers' credential expires %v with no allocation end known", time.Unix(uc.Expires, 0))
+		default:
+			// Debian's Slurm sets no SLURM_JOB_END_TIME (newer ones do), so
+			// neither the controller nor the workers know the end here.
+			t.Log("SKIPPED in part: this Slurm sets no SLURM_JOB_END_TIME, so the credential's expiry with the allocation is not checked here")
 		}
 		t.Logf("job %s: %d evaluations (%d ok) on %d slots in %.1f s of run, %s from sbatch to its end",
 			job, s.Evaluations, s.OK, s.SlotsUsed, s.WallS, time.Since(start).Round(time.Second/10))

@@ -12,8 +12,10 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/cli"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -186,9 +188,9 @@ func TestTrustFlags(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "--trust and --insecure") {
 		t.Errorf("--trust with --insecure: exit %d, want 2\n%s", r.code, r.stderr)
 	}
-	r = evoq(t, time.Minute, "controller", "--trust", trust, "--run", "x")
-	if r.code != 2 || !strings.Contains(r.stderr, "--trust: give it with --nats") {
-		t.Errorf("controller --trust without --nats: exit %d, want 2\n%s", r.code, r.stderr)
+	r = evoq(t, time.Minute, "controller", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure", "--trust", trust, "--run", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--trust and --insecure") {
+		t.Errorf("controller --trust with --insecure: exit %d, want 2\n%s", r.code, r.stderr)
 	}
 }
 
@@ -253,5 +255,44 @@ func TestTrustEmbedded(t *testing.T) {
 	res = evoq(t, time.Minute, "status", "--dir", dir, "--trust", trust)
 	if res.code == 0 || !strings.Contains(res.stderr, "[ea eb]") {
 		t.Errorf("status of a store of two runs without --run: exit %d; want both named\n%s", res.code, res.stderr)
+	}
+}
+
+// Inside a batch allocation (SLURM_JOB_END_TIME) the credentials of the
+// connect file end with it, plus the margin; --credential-expiry sets
+// another span; without operator mode it is refused.
+func TestTrustCredentialExpiry(t *testing.T) {
+	t.Parallel()
+	end := time.Now().Add(time.Hour).Unix()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want int64
+	}{
+		{"allocation", []string{fmt.Sprintf("SLURM_JOB_END_TIME=%d", end)}, nil, end + int64(cli.CredentialMargin/time.Second)},
+		{"given", nil, []string{"--credential-expiry", "30m"}, time.Now().Add(30 * time.Minute).Unix()},
+	} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "run.json")
+		res := evoqEnv(t, 2*time.Minute, tc.env, append([]string{"run", "--dir", filepath.Join(dir, "store"), "--listen", "127.0.0.1:0",
+			"--trust", filepath.Join(dir, "trust", broker.TrustFile), "--run", "ex", "--connect-file", file,
+			"--evaluator", "sim", "--sim-mean", "0.01", "--budget", "20", "--init", "5", "--pool", "5", "--slots", "2"}, tc.args...)...)
+		if res.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", tc.name, res.code, tail(res.stderr, 3000))
+		}
+		cf, err := broker.ReadConnectFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, _ := cf.Credential()
+		uc, err := jwt.DecodeUserClaims(cred.JWT)
+		if err != nil || uc.Expires < tc.want-60 || uc.Expires > tc.want+60 {
+			t.Errorf("%s: the workers' credential expires %v (%v); want about %v", tc.name, time.Unix(uc.Expires, 0), err, time.Unix(tc.want, 0))
+		}
+	}
+	res := evoq(t, time.Minute, "controller", "--dir", t.TempDir(), "--credential-expiry", "1h", "--run", "x")
+	if res.code != 2 || !strings.Contains(res.stderr, "--credential-expiry 1h0m0s: needs a broker in operator mode") {
+		t.Errorf("--credential-expiry without --trust: exit %d\n%s", res.code, res.stderr)
 	}
 }

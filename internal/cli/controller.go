@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,8 +14,14 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
 )
+
+// CredentialMargin is how long, in operator mode inside a batch
+// allocation, the credentials of a controller's connect files outlive the
+// allocation's end.
+const CredentialMargin = 15 * time.Minute
 
 // controllerCmd runs the search controller, with the embedded broker
 // unless --nats names an external one.
@@ -46,7 +53,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
-	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start, say the allocation's walltime plus a margin (0: never; revoke them with 'evoq run revoke')")
+	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start (0: at the batch allocation's end plus 15 min, from SLURM_JOB_END_TIME or PBS_WALLTIME, else never; revoke them with 'evoq run revoke')")
 	fs.StringVar(&c.trustPath, "trust", "", "operator mode: the trust root (evoq broker init; made here if absent) with which the controller makes its run's account and its workers' JWT credentials, on the embedded broker or, with --nats, a broker cluster")
 }
 
@@ -63,12 +70,6 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	cfg, err := c.config(fs, log)
 	if err != nil {
 		return err
-	}
-	if c.credentialTTL < 0 || (c.credentialTTL > 0 && c.b.sec.trust == nil) {
-		return usageErr("--credential-expiry %s: needs a broker in operator mode (--trust, or an admin's connect file naming a trust root), and a duration > 0", c.credentialTTL)
-	}
-	if c.credentialTTL > 0 {
-		c.b.sec.expires = time.Now().Add(c.credentialTTL)
 	}
 	if c.b.sec.trust != nil && c.resume && !c.runGiven {
 		return usageErr("--resume: a broker in operator mode keeps each run apart; name the run with --run")
@@ -276,6 +277,20 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 			return controller.Config{}, err
 		}
 		c.b.sec.trust = trust
+	}
+	if c.credentialTTL < 0 || (c.credentialTTL > 0 && c.b.sec.trust == nil) {
+		return controller.Config{}, usageErr("--credential-expiry %s: needs a broker in operator mode (--trust, or an admin's connect file naming a trust root), and a duration > 0", c.credentialTTL)
+	}
+	if c.credentialTTL > 0 {
+		c.b.sec.expires = time.Now().Add(c.credentialTTL)
+	}
+	if c.credentialTTL == 0 && c.b.sec.trust != nil {
+		// Inside a batch allocation the credentials need not outlive it.
+		if end, src, err := worker.BatchDeadline(os.Getenv, time.Now()); err == nil && !end.IsZero() {
+			c.b.sec.expires = end.Add(CredentialMargin)
+			log.WithFields(logrus.Fields{"expires": c.b.sec.expires.Format(time.RFC3339), "from": src, "margin": CredentialMargin}).
+				Info("worker and reader credentials expire with the allocation")
+		}
 	}
 	if c.waitSlots < 0 {
 		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)
