@@ -480,3 +480,15 @@ func StoredRuns(dir string) ([]string, error) {
 	slices.Sort(runs)
 	return runs, nil
 }
+
+// StoreTrustFile is where a store keeps its own trust root, when its
+// broker made one for itself: dir/TrustFile.
+func StoreTrustFile(dir string) string { return filepath.Join(dir, TrustFile) }
+
+// KeepsNkeyUsers reports whether dir is the store of a broker that keeps
+// nkey users (Config.Auth without a trust root), as brokers did before
+// operator mode: it keeps doing so.
+func KeepsNkeyUsers(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, authFile))
+	return err == nil
+}

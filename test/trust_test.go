@@ -296,3 +296,69 @@ func TestTrustCredentialExpiry(t *testing.T) {
 		t.Errorf("--credential-expiry without --trust: exit %d\n%s", res.code, res.stderr)
 	}
 }
+
+// A single `evoq broker` with auth runs in operator mode by default, its
+// trust root kept in its store: the admin's connect file names it, a
+// controller elsewhere runs with it, and a store that kept nkey users
+// before is left as it was.
+func TestTrustBrokerDefault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store, admin := filepath.Join(dir, "store"), filepath.Join(dir, "admin.json")
+	port := freePort(t)
+	brk := background(t, "broker", "--dir", store, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--auth", "--connect-file", admin)
+	waitFor(t, time.Minute, func() bool { _, err := os.Stat(admin); return err == nil })
+	cf, err := broker.ReadConnectFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Trust != broker.StoreTrustFile(store) || cf.Role != broker.RoleAdmin || cf.NkeySeed != "" {
+		t.Fatalf("admin connect file %+v; want the store's trust root, %s", cf, broker.StoreTrustFile(store))
+	}
+	if nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Error("an anonymous client connected")
+	}
+	workerFile := filepath.Join(dir, "run.json")
+	ctl := background(t, "controller", "--connect", admin, "--run", "solo", "--budget", "30", "--init", "5", "--pool", "3",
+		"--connect-file", workerFile, "--json")
+	background(t, "worker", "--connect", workerFile, "--slots", "2", "--evaluator", "sim", "--sim-mean", "0.01")
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	if s := lastJSON(t, ctl.stderr.String()); s.Evaluations != 30 {
+		t.Fatalf("%d evaluations, want 30", s.Evaluations)
+	}
+	_ = brk.cmd.Process.Signal(os.Interrupt)
+	if err := brk.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("broker: %v", err)
+	}
+	// The store is read with its own trust root, found by itself.
+	st := evoq(t, time.Minute, "status", "--dir", store, "--json")
+	if st.code != 0 || !strings.Contains(st.stdout, `"run":"solo"`) {
+		t.Errorf("status of the store: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
+
+	// A store whose broker kept nkey users goes on with them.
+	old := filepath.Join(dir, "nkeys")
+	if r := evoq(t, 2*time.Minute, "run", "--dir", old, "--listen", "127.0.0.1:0", "--auth", "--run", "old", "--evaluator", "noop",
+		"--budget", "10", "--init", "5", "--pool", "3", "--slots", "2"); r.code != 0 {
+		t.Fatalf("a run with nkey users: exit %d\n%s", r.code, tail(r.stderr, 2000))
+	}
+	oldAdmin := filepath.Join(dir, "old-admin.json")
+	ob := background(t, "broker", "--dir", old, "--listen", "127.0.0.1:0", "--auth", "--connect-file", oldAdmin)
+	waitFor(t, time.Minute, func() bool { _, err := os.Stat(oldAdmin); return err == nil })
+	if cf, err := broker.ReadConnectFile(oldAdmin); err != nil || cf.Trust != "" || cf.NkeySeed == "" {
+		t.Errorf("admin file of a store with nkey users: %+v, %v; want its nkey admin credential", cf, err)
+	}
+	if fileExists(broker.StoreTrustFile(old)) {
+		t.Error("a trust root was made in a store that keeps nkey users")
+	}
+	_ = ob.cmd.Process.Signal(os.Interrupt)
+	_ = ob.wait(t, 30*time.Second)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

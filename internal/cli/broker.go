@@ -43,6 +43,7 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.b.validate(); err != nil {
 		return err
 	}
+	c.trust = defaultTrust(&c.b, c.trust, c.cl.routes == "")
 	if c.trust != "" {
 		if err := c.useTrust(log); err != nil {
 			return err
@@ -149,4 +150,27 @@ func (c *brokerCmd) init(args []string) error {
 	fmt.Fprintf(c.env.Stdout, "%s\n", path)
 	fmt.Fprintf(c.env.Stderr, "evoq broker init: made the trust root %s (mode 0600): it holds the keys to every run; give every node --trust %s\n", path, path)
 	return nil
+}
+
+// defaultTrust is the trust root a broker serving b's store runs with:
+// the one given; else the store's own (a store made in operator mode);
+// else, for a single `evoq broker` with auth (solo) on a store that does
+// not keep the nkey users of before, a new one in the store. A cluster's
+// nodes must share one, so it is never made per node; "" is none.
+func defaultTrust(b *brokerFlags, given string, solo bool) string {
+	own := broker.StoreTrustFile(b.dir)
+	switch {
+	case given != "":
+		return given
+	case fileExists(own):
+		return own
+	case solo && b.cfg.Auth && !broker.KeepsNkeyUsers(b.dir):
+		return own
+	}
+	return ""
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -260,6 +260,10 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
 	}
+	if c.trustPath == "" && c.b.nats == "" && c.b.sec.connect == "" && fileExists(broker.StoreTrustFile(c.b.dir)) {
+		// A store made in operator mode goes on in it.
+		c.trustPath = broker.StoreTrustFile(c.b.dir)
+	}
 	switch {
 	case c.trustPath != "" && c.b.sec.connect != "":
 		return controller.Config{}, usageErr("--trust and --connect: an admin's connect file names its trust root itself")

@@ -87,6 +87,12 @@ func Open(ctx context.Context, src Source) (*Reader, error) {
 	var opts []nats.Option
 	switch {
 	case src.Dir != "":
+		if src.Trust == nil {
+			// A store that keeps its own trust root is read with it.
+			if t, err := broker.LoadTrust(broker.StoreTrustFile(src.Dir)); err == nil {
+				src.Trust = t
+			}
+		}
 		e, err := startStore(src.Dir, src.Trust, src.Logger)
 		if err != nil {
 			return nil, err
