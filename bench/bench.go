@@ -158,6 +158,12 @@ type Row struct {
 	Inherit *Inherit `json:"inherit,omitempty"`
 	// ZDT is the zdt workload's figures.
 	ZDT *ZDT `json:"zdt,omitempty"`
+	// Scale is the exascale workload's figures.
+	Scale *Scale `json:"scale,omitempty"`
+	// Growth is the growth workload's figures.
+	Growth *Growth `json:"growth,omitempty"`
+	// Bound is the noop workload's rate beside the plain loop's.
+	Bound *Bound `json:"bound,omitempty"`
 	// Met says whether the target was met; nil for a smoke run, which
 	// measures nothing.
 	Met  *bool  `json:"met,omitempty"`
@@ -208,8 +214,10 @@ type runner struct {
 	cfg Config
 	rep *Report
 	// memory is the memory workload's broker, kept for replay; nil before.
-	memory  *memoryRun
-	cleanup []func()
+	memory *memoryRun
+	// exascale is the exascale workload's figures, for growth; nil before.
+	exascale *Scale
+	cleanup  []func()
 }
 
 func (r *runner) close() {
@@ -262,6 +270,10 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 	switch w.name {
 	case "memory":
 		err = r.runMemory(ctx, row)
+	case "exascale":
+		err = r.runExascale(ctx, row)
+	case "growth":
+		err = r.runGrowth(ctx, row)
 	case "replay":
 		err = r.runReplay(ctx, row)
 	case "fidelity":
@@ -275,7 +287,7 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}
-	if err == nil && !r.cfg.Smoke {
+	if err == nil && !r.cfg.Smoke && w.name != "growth" { // growth is measured, not judged
 		ok := met(row)
 		row.Met = &ok
 	}
@@ -289,11 +301,21 @@ func (r *runner) runEvoq(ctx context.Context, w *workload, row *Row) error {
 	if r.cfg.Smoke {
 		args, dargs = w.smokeArgs, w.smokeDask
 	}
+	if w.name == "noop" {
+		return r.runNoop(ctx, w, row, args, dargs)
+	}
 	sum, err := r.evoqRun(ctx, w.name, args)
 	if err != nil {
 		return err
 	}
 	row.Evoq = sum
+	return r.vsDask(ctx, row, dargs)
+}
+
+// vsDask runs the Dask counterpart of row's workload, with VsDask.
+func (r *runner) vsDask(ctx context.Context, row *Row, dargs []string) error {
+	sum := row.Evoq
+	var err error
 	switch {
 	case r.cfg.VsDask && dargs != nil:
 		if row.Dask, err = daskRun(ctx, r.cfg.Python, r.cfg.DaskScript, dargs); err != nil {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -196,23 +195,12 @@ func (m *Memory) finish() {
 // startBroker starts `evoq broker` on dir and returns the URL it prints;
 // the broker is stopped when Run returns.
 func (r *runner) startBroker(dir string) (string, error) {
-	brk := exec.Command(r.cfg.Evoq, "broker", "--dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn")
-	brk.Stderr = io.Discard
-	stdout, err := brk.StdoutPipe()
+	brk, url, err := r.startBrokerProc(dir)
 	if err != nil {
 		return "", err
 	}
-	if err := brk.Start(); err != nil {
-		return "", fmt.Errorf("start the broker: %w", err)
-	}
 	r.cleanup = append(r.cleanup, func() { _ = brk.Process.Signal(syscall.SIGTERM); _ = brk.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("the broker printed no URL: %w", err)
-	}
-	// Drained so that the broker never blocks on a full pipe.
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return strings.TrimSpace(line), nil
+	return url, nil
 }
 
 // startWorkers starts the memory workload's two noop workers of 4 slots;

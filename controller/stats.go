@@ -2,6 +2,7 @@ package controller
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -27,9 +28,10 @@ type slotKey struct {
 	slot   int
 }
 
-// recentKeep bounds the ring of recent results; results still running
-// when the last design was handed out are among the latest, at most one
-// per slot.
+// recentKeep is the least the ring of recent results holds; results still
+// running when the last design was handed out are among the latest, at
+// most one per slot, so the ring holds twice the slots seen when that is
+// more.
 const recentKeep = 1 << 16
 
 // NewStats returns empty statistics.
@@ -50,15 +52,20 @@ func (s *Stats) Add(r *schema.Result) {
 		s.lastStart = r.Start
 	}
 	s.busy += r.Stop.Sub(r.Start)
-	s.remember(interval{r.Start, r.Stop})
 	s.slotsUsed[slotKey{r.Worker, r.Slot}] = struct{}{}
+	s.remember(interval{r.Start, r.Stop})
 	if r.Gap >= 0 {
 		s.gaps.add(r.Gap)
 	}
 }
 
 func (s *Stats) remember(iv interval) {
-	if len(s.recent) < recentKeep {
+	keep := max(recentKeep, 2*len(s.slotsUsed))
+	if len(s.recent) < keep {
+		if s.next > 0 { // grown after it wrapped: oldest first again
+			s.recent = slices.Concat(s.recent[s.next:], s.recent[:s.next])
+			s.next = 0
+		}
 		s.recent = append(s.recent, iv)
 		return
 	}

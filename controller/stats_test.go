@@ -306,3 +306,27 @@ func TestStatsRing(t *testing.T) {
 		t.Errorf("Utilization = %.6f, want 0.5", got)
 	}
 }
+
+// TestStatsRingManySlots checks the clipping with more slots than
+// recentKeep: every slot's last evaluation runs past the last start, and
+// all of them must be clipped, not only the latest recentKeep.
+func TestStatsRingManySlots(t *testing.T) {
+	t.Parallel()
+	s := NewStats()
+	slots := recentKeep + 5000
+	// Each slot: one evaluation 0..10 s, then one from 10 s running to
+	// 20 s. The last design is handed out at 10 s: the window is 0..10 s,
+	// every slot busy throughout it.
+	for i := range slots {
+		s.Add(eval{worker: "w", slot: i, start: 0, stop: 10}.result())
+	}
+	for i := range slots {
+		s.Add(eval{worker: "w", slot: i, start: 10, stop: 20}.result())
+	}
+	if len(s.recent) < slots {
+		t.Errorf("ring holds %d, want at least the %d slots", len(s.recent), slots)
+	}
+	if got := s.Utilization(slots); math.Abs(got-1) > 1e-9 {
+		t.Errorf("Utilization = %.6f, want 1", got)
+	}
+}

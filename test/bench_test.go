@@ -41,6 +41,22 @@ func TestBenchSmoke(t *testing.T) {
 			Replay *struct {
 				Results int `json:"results"`
 			} `json:"replay"`
+			Bound *struct {
+				Evoq  []float64 `json:"evoq_evals_per_s"`
+				Loop  []float64 `json:"loop_evals_per_s"`
+				Share float64   `json:"share"`
+			} `json:"bound"`
+			Scale *struct {
+				Slots       int       `json:"slots"`
+				SlotsUsed   int       `json:"slots_used"`
+				Budget      int       `json:"budget"`
+				Evaluations int       `json:"evaluations"`
+				CPU         float64   `json:"controller_cpu_s"`
+				CtlRSS      float64   `json:"controller_rss_peak_mb"`
+				BrokerRSS   float64   `json:"broker_rss_peak_mb"`
+				StoreMB     float64   `json:"store_mb"`
+				Status      []float64 `json:"status_s"`
+			} `json:"scale"`
 		} `json:"workloads"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &rep); err != nil {
@@ -60,10 +76,18 @@ func TestBenchSmoke(t *testing.T) {
 			if row.Evoq == nil || row.Evoq.Evaluations == 0 || row.Evoq.SlotsUsed != row.Evoq.Slots {
 				t.Errorf("%s: evoq figures %+v", row.Workload, row.Evoq)
 			}
+			if b := row.Bound; row.Workload == "noop" && (b == nil || len(b.Loop) != 1 || b.Loop[0] <= 0 || b.Share <= 0) {
+				t.Errorf("noop: plain loop %+v", b)
+			}
 			if dask && row.Workload != "scale" {
 				if n, _ := row.Dask["evaluations"].(float64); n == 0 {
 					t.Errorf("%s: Dask figures %v", row.Workload, row.Dask)
 				}
+			}
+		case "exascale":
+			if sc := row.Scale; sc == nil || sc.Evaluations < sc.Budget || sc.SlotsUsed != sc.Slots || sc.CPU <= 0 ||
+				sc.CtlRSS <= 0 || sc.BrokerRSS <= 0 || sc.StoreMB <= 0 || len(sc.Status) == 0 {
+				t.Errorf("exascale: %+v, want the budget evaluated on every slot, sizes and evoq status timed", sc)
 			}
 		case "memory":
 			if row.Memory == nil || row.Memory.RSSFirstMB <= 0 || row.Memory.RSSEndMB <= 0 {
@@ -75,7 +99,7 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"noop", "sim", "scale", "memory", "replay"} {
+	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay"} {
 		if !got[w] {
 			t.Errorf("no %s workload in the report", w)
 		}

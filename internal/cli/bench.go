@@ -30,6 +30,9 @@ type benchCmd struct {
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == bench.LoopWorkerCommand {
+		return c.loopWorker(ctx, args[1:])
+	}
 	fs := newFlagSet("bench", "Runs named workloads end to end with real worker processes over TCP and prints evoq run's figures;\n"+
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
@@ -100,6 +103,21 @@ func (c *benchCmd) print(rep *bench.Report) error {
 		switch {
 		case r.Evoq != nil:
 			printEvoqRow(w, r)
+			if b := r.Bound; b != nil {
+				fmt.Fprintf(w, "  plain nats.go loop\t%d slots in %d processes, %d evaluations a round, evoq then the loop, %d rounds\n", b.Slots, b.Procs, b.Budget, b.Rounds)
+				for i := range b.Evoq {
+					fmt.Fprintf(w, "  round %d\tevoq %g/s, %g µs CPU each\tloop %g/s, %g µs CPU each\t%.3gx\n",
+						i+1, b.Evoq[i], b.EvoqCPUUs[i], b.Loop[i], b.LoopCPUUs[i], b.Evoq[i]/b.Loop[i])
+				}
+				fmt.Fprintf(w, "  evoq / loop (median)\t%gx\n", b.Share)
+			}
+		case r.Scale != nil:
+			printScale(w, r.Scale)
+		case r.Growth != nil:
+			if err := w.Flush(); err != nil { // the tables below align their own columns
+				return err
+			}
+			printGrowth(c.env.Stdout, r.Growth)
 		case r.Memory != nil:
 			m := r.Memory
 			fmt.Fprintf(w, "  controller RSS after %d evaluations\t%g MB\n", m.Sampled, m.RSSFirstMB)
@@ -131,9 +149,12 @@ func (c *benchCmd) print(rep *bench.Report) error {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)
 		}
 		verdict := "met"
-		if rep.Smoke {
+		switch {
+		case rep.Smoke:
 			verdict = "not judged (smoke run)"
-		} else if r.Met != nil && !*r.Met {
+		case r.Met == nil:
+			verdict = "not judged"
+		case !*r.Met:
 			verdict = "MISSED"
 		}
 		fmt.Fprintf(w, "  target\t%s: %s\n\n", r.Target, verdict)
@@ -281,4 +302,61 @@ func verdict(met bool) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+// loopWorker is one worker process of the noop workload's plain loop; the
+// bench starts it, with the broker's URL and its slots.
+func (c *benchCmd) loopWorker(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench "+bench.LoopWorkerCommand, "One worker process of the noop workload's plain nats.go loop; evoq bench starts it.", c.env.Stderr)
+	url := fs.String("nats", "", "the broker's URL")
+	slots := fs.Int("slots", 4, "slots")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return usageErr("--nats: the broker's URL is required")
+	}
+	if *slots < 1 {
+		return usageErr("--slots %d: want 1 or more", *slots)
+	}
+	err := bench.LoopWorker(ctx, *url, *slots)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func printScale(w io.Writer, s *bench.Scale) {
+	fmt.Fprintf(w, "  slots / used\t%d / %d in %d worker processes (%s", s.Slots, s.SlotsUsed, s.Workers, s.Evaluator)
+	if s.Evaluator == "sim" {
+		fmt.Fprintf(w, ", mean %g s", s.SimMeanS)
+	}
+	fmt.Fprintf(w, ")\n")
+	fmt.Fprintf(w, "  evaluations\t%d of %d, %g/s over %g s\n", s.Evaluations, s.Budget, s.EvalsPerS, s.WallS)
+	fmt.Fprintf(w, "  util_steady\t%g\n", s.UtilSteady)
+	fmt.Fprintf(w, "  gap_p99_ms\t%g\n", s.GapP99Ms)
+	fmt.Fprintf(w, "  controller CPU\t%g s, %g µs a result\n", s.ControllerCPUS, s.CPUPerResultUs)
+	fmt.Fprintf(w, "  peak RSS\tcontroller %g MB, broker %g MB, largest worker %g MB\n", s.ControllerRSSMB, s.BrokerRSSMB, s.WorkerRSSMB)
+	fmt.Fprintf(w, "  store\t%g MB\n", s.StoreMB)
+	if len(s.StatusS) > 0 {
+		fmt.Fprintf(w, "  evoq status\t%d answers during the run, longest %g s\n", len(s.StatusS), s.StatusMaxS)
+	}
+}
+
+// printGrowth prints the growth workload's two tables.
+func printGrowth(out io.Writer, g *bench.Growth) {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	row := func(first string, s *bench.Scale) {
+		fmt.Fprintf(w, "  %s\t%d\t%g\t%g\t%g\t%g\t%g\t%g\n", first, s.Evaluations, s.UtilSteady, s.CPUPerResultUs,
+			s.ControllerRSSMB, s.BrokerRSSMB, s.WorkerRSSMB, s.StoreMB)
+	}
+	fmt.Fprintf(w, "  slots\tresults\tutil_steady\tcontroller µs CPU a result\tcontroller MB\tbroker MB\tlargest worker MB\tstore MB\n")
+	for _, s := range g.Slots {
+		row(fmt.Sprint(s.Slots), s)
+	}
+	fmt.Fprintf(w, "  budget (8 slots, noop)\tresults\tutil_steady\tcontroller µs CPU a result\tcontroller MB\tbroker MB\tlargest worker MB\tstore MB\n")
+	for _, s := range g.Budget {
+		row(fmt.Sprint(s.Budget), s)
+	}
+	_ = w.Flush()
 }

@@ -446,6 +446,7 @@ type workerFlags struct {
 	slots, slotsPerGPU     int
 	gpus                   string
 	simMean, simFail       float64
+	simSigma               float64
 	simCurve               bool
 	simSteps               int
 	evalTimeout, stopGrace time.Duration
@@ -469,7 +470,8 @@ func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault s
 	fs.StringVar(&w.evalLogs, "eval-logs", "", "keep --eval-cmd evaluators' whole stdout and stderr in files under DIR/<run>/ (default: not kept, but evoq run keeps them in --dir/eval-logs)")
 	fs.BoolVar(&w.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
-	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma 0.8)")
+	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma --sim-sigma)")
+	fs.Float64Var(&w.simSigma, "sim-sigma", evaluators.SimSigma, "sim: sigma of the lognormal evaluation time (the spread; the mean stays --sim-mean)")
 	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
 	fs.BoolVar(&w.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
 	fs.IntVar(&w.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
@@ -524,6 +526,9 @@ func (w *workerFlags) validate(fs *flag.FlagSet) error {
 	if !(w.simMean > 0 && w.simMean < 1e6) {
 		return usageErr("--sim-mean %v: want seconds > 0", w.simMean)
 	}
+	if !(w.simSigma > 0 && w.simSigma <= 3) {
+		return usageErr("--sim-sigma %v: want a sigma in (0, 3]", w.simSigma)
+	}
 	if !(w.simFail >= 0 && w.simFail <= 1) {
 		return usageErr("--sim-fail %v: want a share in 0..1", w.simFail)
 	}
@@ -563,7 +568,7 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 	case "mlp":
 		return evaluators.MLP{}, nil
 	case "sim":
-		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail,
+		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail, Sigma: w.simSigma,
 			Curve: w.simCurve, Steps: w.simSteps, Checkpoint: w.simCheckpointBytes}, nil
 	case "noop":
 		return evaluators.Noop{}, nil
@@ -575,7 +580,7 @@ func (w *workerFlags) build() (worker.Evaluator, error) {
 
 // args are the evaluator flags for a child worker process.
 func (w *workerFlags) args() []string {
-	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean),
+	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean), "--sim-sigma", fmt.Sprint(w.simSigma),
 		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
 	if w.simCurve {
 		a = append(a, "--sim-curve", "--sim-steps", strconv.Itoa(w.simSteps))

@@ -38,7 +38,7 @@ func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
 }
 
 // Sim simulates training: it sleeps a lognormal time with mean Mean and
-// sigma SimSigma, and a share Fail of designs is infeasible and returns at
+// sigma Sigma (SimSigma when 0), and a share Fail of designs is infeasible and returns at
 // once. Fitness is a deterministic function of the genome, so the search
 // has something to find. Times and failures are drawn from the design ID
 // and attempt, so a run is reproducible.
@@ -58,6 +58,9 @@ func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
 type Sim struct {
 	Mean time.Duration
 	Fail float64
+	// Sigma is the sigma of the lognormal evaluation time; 0 means
+	// SimSigma.
+	Sigma float64
 	// Curve makes Sim report a learning curve; off, it reports nothing and
 	// returns GenomeScore at the end. Defaults to off.
 	Curve bool
@@ -160,8 +163,12 @@ func (s Sim) Draw(t worker.Task) (d time.Duration, infeasible bool) {
 	if r.Float64() < s.Fail {
 		return 0, true
 	}
-	mu := math.Log(s.Mean.Seconds()) - SimSigma*SimSigma/2
-	return time.Duration(math.Exp(mu+SimSigma*r.NormFloat64()) * float64(time.Second)), false
+	sigma := s.Sigma
+	if sigma == 0 {
+		sigma = SimSigma
+	}
+	mu := math.Log(s.Mean.Seconds()) - sigma*sigma/2
+	return time.Duration(math.Exp(mu+sigma*r.NormFloat64()) * float64(time.Second)), false
 }
 
 // GenomeScore maps a genome to a deterministic score in [0, 1): the same

@@ -235,6 +235,90 @@ func (g gantt) Plot(c draw.Canvas, p *plot.Plot) {
 // ganttLabelRows is the most rows labelled one by one.
 const ganttLabelRows = 48
 
+// ganttMaxRows is the most slots drawn a row each. Beyond it (a chart of
+// 100,000 slots would give each less than a pixel) the chart aggregates:
+// consecutive slots in the order of the rows, by worker, share a row of
+// ganttMaxRows, and its time is cut into ganttBins bins; each cell is
+// shaded by the share of its slots' live time in it that was busy, from
+// grey (all idle) to green (all busy), white where none of them lived.
+const (
+	ganttMaxRows = 300
+	ganttBins    = 400
+)
+
+// ganttHeat is the aggregated Gantt chart: busy[i][j] is row group i's
+// busy share in time bin j, NaN where none of its slots lived.
+type ganttHeat struct {
+	busy   [][]float64
+	binS   float64
+	div    float64
+	groups int
+}
+
+func (g ganttHeat) DataRange() (xmin, xmax, ymin, ymax float64) {
+	return 0, math.Max(float64(len(g.busy[0]))*g.binS/g.div, 1e-9), -0.5, float64(g.groups) - 0.5
+}
+
+func (g ganttHeat) Plot(c draw.Canvas, p *plot.Plot) {
+	tx, ty := p.Transforms(&c)
+	for i, bins := range g.busy {
+		y0, y1 := ty(float64(i)-0.5), ty(float64(i)+0.5)
+		for j, share := range bins {
+			if math.IsNaN(share) {
+				continue
+			}
+			x0, x1 := tx(float64(j)*g.binS/g.div), tx(float64(j+1)*g.binS/g.div)
+			c.FillPolygon(blend(idleColor, statusColors[schema.StatusOK], share),
+				c.ClipPolygonXY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
+		}
+	}
+}
+
+// blend is a at share 0, b at share 1.
+func blend(a, b color.RGBA, share float64) color.RGBA {
+	share = math.Max(0, math.Min(1, share))
+	mix := func(x, y uint8) uint8 { return uint8(math.Round(float64(x) + (float64(y)-float64(x))*share)) }
+	return color.RGBA{mix(a.R, b.R), mix(a.G, b.G), mix(a.B, b.B), 0xff}
+}
+
+// heat aggregates rows into groups of per consecutive rows and bins bins
+// over span seconds.
+func heat(rows []slotRow, per, bins int, span float64) ganttHeat {
+	groups := (len(rows) + per - 1) / per
+	binS := math.Max(span, 1e-9) / float64(bins)
+	g := ganttHeat{busy: make([][]float64, groups), binS: binS, groups: groups}
+	// overlap adds, to acc, the seconds of from..to in each bin.
+	overlap := func(acc []float64, from, to float64) {
+		if to <= from {
+			return
+		}
+		first, last := int(from/binS), min(int(to/binS), bins-1)
+		for j := max(first, 0); j <= last; j++ {
+			lo, hi := math.Max(from, float64(j)*binS), math.Min(to, float64(j+1)*binS)
+			if hi > lo {
+				acc[j] += hi - lo
+			}
+		}
+	}
+	for i := range groups {
+		live, busy := make([]float64, bins), make([]float64, bins)
+		for _, r := range rows[i*per : min((i+1)*per, len(rows))] {
+			overlap(live, r.from, r.to)
+			for _, sp := range r.spans {
+				overlap(busy, sp.start, sp.stop)
+			}
+		}
+		g.busy[i] = make([]float64, bins)
+		for j := range bins {
+			g.busy[i][j] = math.NaN()
+			if live[j] > 0 {
+				g.busy[i][j] = math.Min(busy[j]/live[j], 1)
+			}
+		}
+	}
+	return g
+}
+
 func (a *Analysis) ganttChart() (Chart, error) {
 	unit, div := timeUnit(a.spanSeconds)
 	title := "Evaluations per slot, coloured by status\ngreen ok · orange infeasible · red error · purple timeout · brown stopped · grey: live and idle · black: quarantined"
@@ -243,6 +327,9 @@ func (a *Analysis) ganttChart() (Chart, error) {
 	if n == 0 {
 		noData(p, "no slot known")
 		return render(p, "gantt", "No worker slot is known: no result was stored and no heartbeat is kept.", 10*vg.Inch, 4*vg.Inch)
+	}
+	if n > ganttMaxRows {
+		return a.ganttHeatChart(p, div)
 	}
 	p.Add(gantt{rows: a.rows, div: div, end: a.spanSeconds})
 	var ticks []plot.Tick
@@ -275,6 +362,36 @@ func (a *Analysis) ganttChart() (Chart, error) {
 	}
 	caption += ". Colour: ok green, infeasible orange, error red, timeout purple, stopped early brown. Grey: the slot was alive and had nothing to do."
 	return render(p, "gantt", caption, 10*vg.Inch, height)
+}
+
+// ganttHeatChart is the Gantt chart of more than ganttMaxRows slots.
+func (a *Analysis) ganttHeatChart(p *plot.Plot, div float64) (Chart, error) {
+	n := len(a.rows)
+	per := (n + ganttMaxRows - 1) / ganttMaxRows
+	h := heat(a.rows, per, ganttBins, a.spanSeconds)
+	h.div = div
+	p.Title.Text = "Busy share of the slots, " + fmt.Sprint(per) + " slots a row\ngrey: live and idle · green: busy · white: no slot of the row alive"
+	p.Add(h)
+	var ticks []plot.Tick
+	step := int(math.Ceil(float64(h.groups) / 20))
+	for i := 0; i < h.groups; i += step {
+		ticks = append(ticks, plot.Tick{Value: float64(i), Label: fmt.Sprint(i * per)})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Label.Text = fmt.Sprintf("slot (%d slots, by worker; a row is %d slots)", n, per)
+	p.Y.Min, p.Y.Max = -0.5, float64(h.groups)-0.5
+	p.X.Min = 0
+	caption := fmt.Sprintf("%d slots on %d workers, %d of them evaluated at least one design", n, a.Workers, a.SlotsUsed)
+	if never := n - a.SlotsUsed; never > 0 {
+		caption += fmt.Sprintf("; %d slots never got a design", never)
+	}
+	if a.Quarantined > 0 {
+		caption += fmt.Sprintf("; %d slots quarantined", a.Quarantined)
+	}
+	caption += fmt.Sprintf(". Too many slots for a row each: each row aggregates %d consecutive slots (ordered by worker), "+
+		"and each cell is %s of it, shaded by the share of those slots' live time that was busy, grey for all idle to green "+
+		"for all busy. Statuses are in the status chart.", per, seconds(h.binS))
+	return render(p, "gantt", caption, 10*vg.Inch, 12*vg.Inch)
 }
 
 func (a *Analysis) utilizationChart() (Chart, error) {

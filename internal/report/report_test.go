@@ -126,7 +126,8 @@ func TestGanttScalesToManySlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Slots != 10000 || !strings.Contains(c.Caption, "9999 slots never got a design") {
+	if a.Slots != 10000 || !strings.Contains(c.Caption, "9999 slots never got a design") ||
+		!strings.Contains(c.Caption, "each row aggregates 34 consecutive slots") {
 		t.Errorf("slots %d, caption %q", a.Slots, c.Caption)
 	}
 	if c.Height > 18*chartDPI {
@@ -259,5 +260,31 @@ func TestGanttMarksQuarantine(t *testing.T) {
 	}
 	if !strings.Contains(c.Caption, "1 slots quarantined") {
 		t.Errorf("caption %q does not mention the quarantined slot", c.Caption)
+	}
+}
+
+// TestGanttHeat checks the aggregated Gantt chart's cells: the busy share
+// of the group's live time in each bin.
+func TestGanttHeat(t *testing.T) {
+	rows := []slotRow{
+		{from: 0, to: 10, spans: []span{{start: 0, stop: 5}}},
+		{from: 0, to: 10, spans: []span{{start: 0, stop: 2.5}, {start: 7.5, stop: 10}}},
+		{from: 5, to: 10}, // a second group: alive from 5 s only, never busy
+	}
+	h := heat(rows, 2, 2, 10)
+	want := [][]float64{{(5 + 2.5) / 10, 2.5 / 10}, {math.NaN(), 0}}
+	if h.groups != 2 || len(h.busy) != 2 {
+		t.Fatalf("groups %d, %v", h.groups, h.busy)
+	}
+	for i := range want {
+		for j := range want[i] {
+			got, w := h.busy[i][j], want[i][j]
+			if math.IsNaN(w) != math.IsNaN(got) || (!math.IsNaN(w) && math.Abs(got-w) > 1e-12) {
+				t.Errorf("cell %d,%d = %v, want %v", i, j, got, w)
+			}
+		}
+	}
+	if c := blend(idleColor, statusColors[schema.StatusOK], 1); c != statusColors[schema.StatusOK] {
+		t.Errorf("blend at 1 = %v", c)
 	}
 }

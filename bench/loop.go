@@ -1,0 +1,420 @@
+package bench
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// The plain loop is the yardstick of the noop workload: the least a
+// JetStream work queue needs for one evaluation, written the way the
+// nats.go documentation shows, with no evoq code in its loop. A driver
+// beside the broker keeps designs queued and publishes one for each
+// result; every slot of a worker process pulls one design
+// (Consumer.Next), publishes a result and waits for its PubAck, then
+// acks the design. It runs on the broker `evoq run` embeds, in the same
+// processes (broker and driver in one, two worker processes of the evoq
+// binary), so that evoq's rate and the loop's, measured one after the
+// other in one bench run, share the machine's noise.
+const (
+	loopDesigns  = "LOOP_DESIGNS"
+	loopResults  = "LOOP_RESULTS"
+	loopConsumer = "loop"
+	loopDesign   = "loop.design"
+	loopResult   = "loop.result"
+	// loopDesignBytes and loopResultBytes are the sizes of a noop design
+	// and its result as evoq's schema version 1 writes them: the loop
+	// moves as many bytes as evoq did.
+	loopDesignBytes = 250
+	loopResultBytes = 600
+)
+
+// Loop is one run of the plain loop.
+type Loop struct {
+	Evaluations int `json:"evaluations"`
+	// WallS is from the first design published to the last result
+	// received, as evoq's wall_s; EvalsPerS is Evaluations over it.
+	WallS     float64 `json:"wall_s"`
+	EvalsPerS float64 `json:"evals_per_s"`
+	// CPUPerEvalUs is the CPU time of every process of the loop (broker
+	// and driver, workers) from the start of its broker to its end, over
+	// Evaluations.
+	CPUPerEvalUs float64 `json:"cpu_per_eval_us"`
+}
+
+// runLoop runs the plain loop for budget evaluations with slots slots in
+// workers worker processes, on an embedded broker with its store in dir.
+func (r *runner) runLoop(ctx context.Context, dir string, slots, workers, budget int) (*Loop, error) {
+	cpu0 := selfCPU()
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	e, err := broker.Start(broker.Config{Dir: dir, Listen: "127.0.0.1:0", Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("plain loop: broker: %w", err)
+	}
+	defer e.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(e.Server()))
+	if err != nil {
+		return nil, fmt.Errorf("plain loop: connect: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: loopDesigns, Subjects: []string{loopDesign},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		return nil, fmt.Errorf("plain loop: design stream: %w", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: loopResults, Subjects: []string{loopResult},
+		Storage: jetstream.FileStorage}); err != nil {
+		return nil, fmt.Errorf("plain loop: result stream: %w", err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, loopDesigns, jetstream.ConsumerConfig{Durable: loopConsumer,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxWaiting: max(512, 2*slots)}); err != nil {
+		return nil, fmt.Errorf("plain loop: consumer: %w", err)
+	}
+
+	// The results, counted once each by the design number they carry.
+	var (
+		mu       sync.Mutex
+		seen     = make([]bool, budget)
+		count    int
+		last     time.Time
+		done     = make(chan struct{})
+		pubErr   atomic.Value
+		next     = 0
+		design   = make([]byte, loopDesignBytes)
+		publish  func() // publishes the next design, if any is left
+		inFlight sync.WaitGroup
+	)
+	publish = func() {
+		if next >= budget {
+			return
+		}
+		binary.BigEndian.PutUint64(design, uint64(next))
+		next++
+		f, err := js.PublishAsync(loopDesign, bytes.Clone(design))
+		if err != nil {
+			pubErr.Store(err)
+			return
+		}
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				pubErr.Store(err)
+			}
+		}()
+	}
+	results, err := js.OrderedConsumer(ctx, loopResults, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	cc, err := results.Consume(func(m jetstream.Msg) {
+		if len(m.Data()) < 8 {
+			return
+		}
+		n := binary.BigEndian.Uint64(m.Data())
+		mu.Lock()
+		defer mu.Unlock()
+		if n >= uint64(budget) || seen[n] {
+			return
+		}
+		seen[n] = true
+		count++
+		if count == budget {
+			last = time.Now()
+			close(done)
+			return
+		}
+		publish()
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Stop()
+
+	procs, err := r.startLoopWorkers(e.ClientURL(), slots, workers)
+	defer func() { _ = procs.stop() }()
+	if err != nil {
+		return nil, err
+	}
+	// Wait until every slot asks for a design, as `evoq run --wait-slots`
+	// would; then keep as many designs in flight as evoq's controller
+	// does (one per slot and controller.MarginFor queued), and start the
+	// clock.
+	if err := waitPulls(ctx, js, slots, procs); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	began := time.Now()
+	for range slots + controller.MarginFor(slots) {
+		publish()
+	}
+	mu.Unlock()
+	select {
+	case <-done:
+	case <-procs.exited:
+		return nil, fmt.Errorf("plain loop: a worker process exited: %s", procs.why())
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	inFlight.Wait()
+	if err, _ := pubErr.Load().(error); err != nil {
+		return nil, fmt.Errorf("plain loop: publish a design: %w", err)
+	}
+	wall := last.Sub(began)
+	cpu := selfCPU() - cpu0 + procs.stop()
+	return &Loop{Evaluations: count, WallS: sig4(wall.Seconds()), EvalsPerS: sig4(float64(count) / wall.Seconds()),
+		CPUPerEvalUs: sig4(cpu.Seconds() * 1e6 / float64(count))}, nil
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// waitPulls waits until the consumer has a pull request from every slot.
+func waitPulls(ctx context.Context, js jetstream.JetStream, slots int, procs *loopProcs) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := js.Consumer(ctx, loopDesigns, loopConsumer)
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting >= slots {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("plain loop: %d of %d slots asked for a design within a minute", info.NumWaiting, slots)
+		}
+		select {
+		case <-procs.exited:
+			return fmt.Errorf("plain loop: a worker process exited: %s", procs.why())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// loopProcs are the plain loop's worker processes.
+type loopProcs struct {
+	cmds   []*exec.Cmd
+	errs   []*bytes.Buffer
+	exited chan struct{} // closed when the first one exits
+	reaped map[*exec.Cmd]chan struct{}
+	once   sync.Once
+}
+
+func (r *runner) startLoopWorkers(url string, slots, workers int) (*loopProcs, error) {
+	p := &loopProcs{exited: make(chan struct{}), reaped: map[*exec.Cmd]chan struct{}{}}
+	for i := range workers {
+		n := slots / workers
+		if i < slots%workers {
+			n++
+		}
+		cmd := exec.Command(r.cfg.Evoq, "bench", LoopWorkerCommand, "--nats", url, "--slots", strconv.Itoa(n))
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return p, fmt.Errorf("plain loop: start a worker: %w", err)
+		}
+		p.cmds, p.errs = append(p.cmds, cmd), append(p.errs, &errb)
+		reaped := make(chan struct{})
+		p.reaped[cmd] = reaped
+		go func() {
+			_ = cmd.Wait()
+			close(reaped)
+			p.once.Do(func() { close(p.exited) })
+		}()
+	}
+	return p, nil
+}
+
+func (p *loopProcs) why() string {
+	for _, b := range p.errs {
+		if b.Len() > 0 {
+			return tailText(b.String(), 1000)
+		}
+	}
+	return "no message"
+}
+
+// stop kills the worker processes, once, and returns the CPU time they
+// used.
+func (p *loopProcs) stop() time.Duration {
+	var cpu time.Duration
+	for _, c := range p.cmds {
+		_ = c.Process.Kill()
+	}
+	for _, c := range p.cmds {
+		<-p.reaped[c]
+		cpu += c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	}
+	p.cmds = nil
+	return cpu
+}
+
+// LoopWorkerCommand is the argument of `evoq bench` that runs one worker
+// process of the plain loop (LoopWorker): the bench starts them itself.
+const LoopWorkerCommand = "loop-worker"
+
+// LoopWorker is one worker process of the plain loop: slots goroutines,
+// each pulling one design with Consumer.Next, publishing a result of
+// loopResultBytes that starts with the design's number, waiting for its
+// PubAck, then acking the design. It returns when ctx ends or the
+// connection closes.
+func LoopWorker(ctx context.Context, url string, slots int) error {
+	if slots < 1 {
+		return errors.New("--slots: want 1 or more")
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cons, err := js.Consumer(ctx, loopDesigns, loopConsumer)
+	if err != nil {
+		return fmt.Errorf("the plain loop's consumer: %w", err)
+	}
+	errs := make(chan error, slots)
+	for range slots {
+		go func() {
+			result := make([]byte, loopResultBytes)
+			for ctx.Err() == nil {
+				m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+				if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+					continue
+				}
+				if err == nil {
+					copy(result, m.Data()[:min(8, len(m.Data()))])
+					_, err = js.Publish(ctx, loopResult, result)
+				}
+				if err == nil {
+					err = m.Ack()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case err := <-errs:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Bound is evoq's noop rate beside the plain loop's, measured in turns in
+// one bench run: evoq, then the loop, Rounds times.
+type Bound struct {
+	Rounds int `json:"rounds"`
+	// Evoq and Loop are each round's evaluations per second.
+	Evoq []float64 `json:"evoq_evals_per_s"`
+	Loop []float64 `json:"loop_evals_per_s"`
+	// Share is the median over the rounds of evoq's rate over the loop's
+	// in the same round.
+	Share float64 `json:"share"`
+	// EvoqCPUUs and LoopCPUUs are each round's CPU time per evaluation
+	// of every process of the run: for evoq, evoq run with its broker,
+	// controller and workers.
+	EvoqCPUUs []float64 `json:"evoq_cpu_per_eval_us"`
+	LoopCPUUs []float64 `json:"loop_cpu_per_eval_us"`
+	// Budget and Slots are the loop's, the same as evoq's.
+	Budget int `json:"budget"`
+	Slots  int `json:"slots"`
+	Procs  int `json:"worker_processes"`
+}
+
+// BoundTarget is what evoq's noop rate must reach, as a share of the plain
+// loop's.
+const BoundTarget = 1.2
+
+// Met says whether the share reaches BoundTarget.
+func (b *Bound) Met() bool { return b.Share >= BoundTarget }
+
+// runNoop runs the noop workload: evoq, then the plain loop with the same
+// slots, worker processes and budget, three times (once with Smoke), and
+// with VsDask the Dask baseline after them. Row.Evoq is the round whose
+// evoq rate is the median.
+func (r *runner) runNoop(ctx context.Context, w *workload, row *Row, args, dargs []string) error {
+	slots, procs, budget := argInt(args, "--slots"), argInt(args, "--workers"), argInt(args, "--budget")
+	rounds := 3
+	if r.cfg.Smoke {
+		rounds = 1
+	}
+	b := &Bound{Rounds: rounds, Budget: budget, Slots: slots, Procs: procs}
+	var sums []*controller.Summary
+	var shares []float64
+	for i := range rounds {
+		p, err := r.evoqRunIn(ctx, filepath.Join(r.cfg.Dir, fmt.Sprintf("%s-%d", w.name, i+1)), args)
+		if err != nil {
+			return err
+		}
+		sum := p.sum
+		loop, err := r.runLoop(ctx, filepath.Join(r.cfg.Dir, fmt.Sprintf("loop-%d", i+1)), slots, procs, budget)
+		if err != nil {
+			return err
+		}
+		sums = append(sums, sum)
+		b.Evoq, b.Loop = append(b.Evoq, sum.EvalsPerS), append(b.Loop, loop.EvalsPerS)
+		b.EvoqCPUUs = append(b.EvoqCPUUs, sig4(p.cpu.Seconds()*1e6/float64(sum.Evaluations)))
+		b.LoopCPUUs = append(b.LoopCPUUs, loop.CPUPerEvalUs)
+		shares = append(shares, sig4(sum.EvalsPerS/loop.EvalsPerS))
+	}
+	b.Share = sig4(median(shares))
+	row.Bound = b
+	slices.SortFunc(sums, func(a, b *controller.Summary) int { return cmp.Compare(a.EvalsPerS, b.EvalsPerS) })
+	row.Evoq = sums[len(sums)/2]
+	return r.vsDask(ctx, row, dargs)
+}
+
+// argInt is the value of flag in args, 0 if absent or not a number.
+func argInt(args []string, flag string) int {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		n, _ := strconv.Atoi(args[i+1])
+		return n
+	}
+	return 0
+}
