@@ -46,7 +46,7 @@ var workloads = []*workload{
 		smokeArgs: []string{"--evaluator", "sim", "--slots", "200", "--workers", "4", "--sim-mean", "0.1", "--sim-fail", "0.3",
 			"--budget", "600", "--init", "20", "--pool", "10", "--wait-slots", "200"},
 		target: "slots_used == slots and util_steady >= 0.97"},
-	{name: "exascale", about: "100,000 simulated slots in 100 worker processes, mean 150 s, budget 300,000; " +
+	{name: "exascale", about: "100,000 simulated slots in 100 worker processes, mean 90 s (sigma 0.2), budget 300,000, ack wait 2m; " +
 		"broker, controller and workers in processes of their own, evoq status timed every 30 s",
 		target: "slots_used == slots, util_steady >= 0.98, controller RSS < 1 GiB, evoq status answers in < 5 s"},
 	{name: "growth", about: "cost as work grows: controller CPU per result, controller and broker memory, store size " +

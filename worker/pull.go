@@ -5,34 +5,96 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
+	"github.com/sirupsen/logrus"
 )
-
-// errNoDesign means a pull request ended without a design: nothing was
-// queued before it expired. The slot renews it.
-var errNoDesign = errors.New("no design queued")
 
 // pullReplyGrace is how long past its expiry a pull request's answer is
 // awaited before the request is taken as lost (a broker restart).
 const pullReplyGrace = 2 * time.Second
 
-// puller asks the run's consumer for one design at a time, on an inbox the
-// slot keeps for its whole life: a JetStream pull request of batch 1 each
-// time the slot is free, which is what Consumer.Next sends, without a new
-// subscription per design.
-type puller struct {
-	nc         *nats.Conn
-	subject    string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
-	inbox      string
-	sub        *nats.Subscription
-	request    []byte
-	expires    time.Duration
-	pending    bool   // a request is out and unanswered
-	reconnects uint64 // the connection's reconnects when it was sent
+// feeder pulls designs for all of a worker's slots: pull requests whose
+// batch is the number of slots waiting for a design that no request out
+// covers, at most feedLanes of them out at once. A free slot asks the
+// feeder, which hands it the next design that arrives; so the broker
+// holds a request or two per worker instead of one per slot, and a worker
+// of 1,000 slots renews one or two requests every FetchWait, not 1,000.
+// No design is pulled for a slot that is not free: the batches never
+// exceed the slots waiting.
+//
+// The designs a request brings carry their stream subject, not the
+// request's, so each lane has a subscription of its own and at most one
+// request out: a design is its lane's request's. A request is done when
+// as many designs as its batch have arrived, or when the broker answers
+// on the request's own reply subject that it expired (408) or was refused
+// (409). A design that arrives with no slot waiting (the answer to a
+// request given up as lost, after a reconnect) is handed back at once.
+type feeder struct {
+	nc      *nats.Conn
+	subject string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+	expires time.Duration
+	lanes   [feedLanes]lane
+	log     logrus.FieldLogger
+
+	in    chan laneMsg // from the subscriptions
+	ask   chan *waiter // a slot is free
+	drop  chan *waiter // a slot stops waiting
+	done  chan struct{}
+	query chan chan [2]int
+	wg    sync.WaitGroup
+
+	// The dispatcher's own state.
+	waiters    []*waiter
+	seq        uint64
+	reconnects uint64
+	holdUntil  time.Time // after a refusal, no request before then
+}
+
+// feedLanes is the most pull requests a worker has out at once: with two,
+// slots that free while one is out are asked for at once.
+const feedLanes = 2
+
+// lane is one subscription of the feeder and its request out.
+type lane struct {
+	inbox string
+	sub   *nats.Subscription
+	cur   *pullReq // nil for none
+}
+
+type laneMsg struct {
+	lane int
+	m    *nats.Msg
+}
+
+// waiter is one free slot waiting for a design: it gets a design, or an
+// error that says why none comes (a refusal).
+type waiter struct {
+	ch chan pulled // buffered, one
+}
+
+type pulled struct {
+	m   *nats.Msg
+	err error
+}
+
+type pullReq struct {
+	subject         string // its reply subject
+	batch, received int
+	deadline        time.Time // given up as lost after it
+}
+
+func (r *pullReq) left() int {
+	if r == nil {
+		return 0
+	}
+	return r.batch - r.received
 }
 
 // pullRequest is the body of a JetStream pull request.
@@ -41,102 +103,268 @@ type pullRequest struct {
 	Expires time.Duration `json:"expires"`
 }
 
-func newPuller(nc *nats.Conn, run string, expires time.Duration) (*puller, error) {
-	p := &puller{nc: nc, inbox: nc.NewInbox(), expires: expires,
-		subject: fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", schema.DesignStream, schema.ConsumerName(run))}
-	var err error
-	if p.request, err = json.Marshal(pullRequest{Batch: 1, Expires: expires}); err != nil {
-		return nil, err
+// refusedHold is how long the feeder waits after a refused request
+// before it asks again.
+const refusedHold = 500 * time.Millisecond
+
+func newFeeder(nc *nats.Conn, run string, expires time.Duration, log logrus.FieldLogger) (*feeder, error) {
+	f := &feeder{nc: nc, expires: expires, log: log,
+		subject: fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", schema.DesignStream, schema.ConsumerName(run)),
+		in:      make(chan laneMsg, 256), ask: make(chan *waiter), drop: make(chan *waiter), done: make(chan struct{}),
+		query: make(chan chan [2]int)}
+	for k := range f.lanes {
+		l := &f.lanes[k]
+		l.inbox = nc.NewInbox()
+		var err error
+		// A callback that blocks hands the backpressure to the client's
+		// pending queue, whose default limits are far above any batch.
+		l.sub, err = nc.Subscribe(l.inbox+".*", func(m *nats.Msg) {
+			select {
+			case f.in <- laneMsg{k, m}:
+			case <-f.done:
+				handBackOrIgnore(nc, m)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("subscribe to the pull inbox: %w", err)
+		}
 	}
-	if p.sub, err = nc.SubscribeSync(p.inbox); err != nil {
-		return nil, fmt.Errorf("subscribe to the pull inbox: %w", err)
-	}
-	// One design at a time, but a late answer to a lost request must not
-	// be dropped by the client: keep the default pending limits.
-	return p, nil
+	f.reconnects = nc.Stats().Reconnects
+	f.wg.Add(1)
+	go f.run()
+	return f, nil
 }
 
-// next returns one design, errNoDesign when the request expired empty, or
-// the broker's refusal (such as a consumer limit reached).
-func (p *puller) next(ctx context.Context) (*nats.Msg, error) {
-	if !p.pending {
-		if err := p.nc.PublishRequest(p.subject, p.inbox, p.request); err != nil {
-			return nil, err
-		}
-		p.pending, p.reconnects = true, p.nc.Stats().Reconnects
+// handBackOrIgnore hands back a design that arrived when no slot can take
+// it; a status message is ignored.
+func handBackOrIgnore(nc *nats.Conn, m *nats.Msg) {
+	if len(m.Data) > 0 || m.Header.Get("Status") == "" {
+		_ = design{m, nc}.Nak()
 	}
-	deadline := time.Now().Add(p.expires + pullReplyGrace)
+}
+
+// next waits for one design for a free slot, until ctx ends.
+func (f *feeder) next(ctx context.Context) (*nats.Msg, error) {
+	w := &waiter{ch: make(chan pulled, 1)}
+	select {
+	case f.ask <- w:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-f.done:
+		return nil, errFeederClosed
+	}
+	// Back to the slot after FetchWait with none, so that it checks its
+	// walltime and quarantine before it asks again.
+	timer := time.NewTimer(f.expires)
+	defer timer.Stop()
+	timedOut := false
+	select {
+	case p := <-w.ch:
+		return p.m, p.err
+	case <-ctx.Done():
+	case <-f.done:
+	case <-timer.C:
+		timedOut = true
+	}
+	// Given up: the dispatcher forgets the waiter, unless it already
+	// handed it a design, which is then in its channel: returned, the
+	// caller hands it back (it checks ctx first) or evaluates it.
+	select {
+	case f.drop <- w:
+	case <-f.done:
+	}
+	select {
+	case p := <-w.ch:
+		if p.m != nil {
+			return p.m, nil
+		}
+	default:
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case timedOut:
+		return nil, errNoDesign
+	}
+	return nil, errFeederClosed
+}
+
+// errNoDesign means a slot waited FetchWait for a design and none came:
+// nothing was queued. The slot asks again.
+var errNoDesign = errors.New("no design queued")
+
+var errFeederClosed = errors.New("the worker's design feed is closed")
+
+// run is the dispatcher: it pairs designs with waiting slots and keeps
+// requests out covering them.
+func (f *feeder) run() {
+	defer f.wg.Done()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		// Wait in short steps: a request sent before the client reconnected
-		// (to another node of a cluster, say) may be lost with the old
-		// connection, and is sent again at once.
-		step, cancel := context.WithTimeout(ctx, min(time.Second, time.Until(deadline)))
-		m, err := p.sub.NextMsgWithContext(step)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, ctx.Err() // the request stays out; a design it brings is read next time
-		case err != nil && !time.Now().Before(deadline):
-			p.pending = false // no answer at all: take the request as lost
-			return nil, errNoDesign
-		case err != nil && p.nc.Stats().Reconnects != p.reconnects:
-			p.pending = false
-			return nil, errNoDesign
-		case err != nil:
-			continue
-		}
-		if len(m.Data) > 0 || m.Header.Get("Status") == "" {
-			p.pending = false
-			return m, nil
-		}
-		switch status := m.Header.Get("Status"); status {
-		case "100": // heartbeat
-			continue
-		case "404", "408":
-			p.pending = false
-			return nil, errNoDesign
-		case "409":
-			p.pending = false
-			if d := m.Header.Get("Description"); d == "Server Shutdown" || d == "Leadership Change" {
-				// The broker goes away or hands the stream on: the request
-				// is renewed once the client has reconnected.
-				return nil, errNoDesign
+		select {
+		case w := <-f.ask:
+			f.waiters = append(f.waiters, w)
+		case w := <-f.drop:
+			if i := slices.Index(f.waiters, w); i >= 0 {
+				f.waiters = slices.Delete(f.waiters, i, i+1)
 			}
-			err := fmt.Errorf("pull request refused: 409 %s", m.Header.Get("Description"))
-			if strings.Contains(m.Header.Get("Description"), "MaxWaiting") {
-				err = fmt.Errorf("%w: more slots ask for designs than the run's work queue lets wait; this slot idles until one is free (start the controller with --expect-slots at least the run's slot count)", err)
+		case lm := <-f.in:
+			f.receive(lm.lane, lm.m)
+		case q := <-f.query:
+			q <- [2]int{f.covered(), len(f.waiters)}
+		case <-tick.C:
+		case <-f.done:
+			return
+		}
+		f.request()
+	}
+}
+
+// covered is the number of designs the requests out still cover.
+func (f *feeder) covered() int {
+	n := 0
+	for k := range f.lanes {
+		n += f.lanes[k].cur.left()
+	}
+	return n
+}
+
+// receive takes one message from lane k: a design for the first waiting
+// slot, or a status answer to the lane's request.
+func (f *feeder) receive(k int, m *nats.Msg) {
+	l := &f.lanes[k]
+	if len(m.Data) > 0 || m.Header.Get("Status") == "" {
+		if l.cur != nil {
+			if l.cur.received++; l.cur.received >= l.cur.batch {
+				l.cur = nil
 			}
-			return nil, err
-		default:
-			p.pending = false
-			return nil, fmt.Errorf("pull request refused: %s %s", status, m.Header.Get("Description"))
+		}
+		if len(f.waiters) == 0 {
+			_ = design{m, f.nc}.Nak() // the answer to a request given up as lost
+			return
+		}
+		w := f.waiters[0]
+		f.waiters = f.waiters[1:]
+		w.ch <- pulled{m: m}
+		return
+	}
+	status, desc := m.Header.Get("Status"), m.Header.Get("Description")
+	if status == "100" || l.cur == nil || m.Subject != l.cur.subject {
+		return // a heartbeat, or the end of a request already given up
+	}
+	l.cur = nil
+	switch {
+	case status == "404" || status == "408":
+		// expired with part of its batch unfilled: asked again below
+	case status == "409" && (desc == "Server Shutdown" || desc == "Leadership Change"):
+		// the broker goes away or hands the stream on: asked again once
+		// the client has reconnected
+	default:
+		err := fmt.Errorf("pull request refused: %s %s", status, desc)
+		if strings.Contains(desc, "MaxWaiting") {
+			err = fmt.Errorf("%w: more pull requests wait than the run's work queue allows; slots idle until one is free (start the controller with --expect-slots at least the run's slot count)", err)
+		}
+		f.holdUntil = time.Now().Add(refusedHold)
+		if len(f.waiters) > 0 { // one slot says so, and waits before it asks again
+			w := f.waiters[0]
+			f.waiters = f.waiters[1:]
+			w.ch <- pulled{err: err}
 		}
 	}
 }
 
-// close ends the slot's pull inbox. With a request still out, the broker
-// may have sent its answer, a design, just before: dropped with the
-// subscription, that design would come back only after its ack wait,
-// spending one of its deliveries. So the subscription is drained (the
-// broker stops answering it, and what it sent before arrives) and a design
-// found in it is handed back.
-func (p *puller) close() {
-	if !p.pending {
-		_ = p.sub.Unsubscribe()
+// expire gives up the requests whose answers are overdue, and all of them
+// after a reconnect: they went with the old connection.
+func (f *feeder) expire(now time.Time) {
+	reconnected := false
+	if rc := f.nc.Stats().Reconnects; rc != f.reconnects {
+		f.reconnects, reconnected = rc, true
+	}
+	for k := range f.lanes {
+		if l := &f.lanes[k]; l.cur != nil && (reconnected || now.After(l.cur.deadline)) {
+			l.cur = nil
+		}
+	}
+}
+
+// request sends a pull request, on a free lane, for the waiting slots
+// that the requests out do not cover.
+func (f *feeder) request() {
+	now := time.Now()
+	f.expire(now)
+	n := len(f.waiters) - f.covered()
+	if n <= 0 || !f.nc.IsConnected() || now.Before(f.holdUntil) {
 		return
 	}
-	if err := p.sub.Drain(); err != nil {
-		_ = p.sub.Unsubscribe()
-		return
+	for k := range f.lanes {
+		l := &f.lanes[k]
+		if l.cur != nil {
+			continue
+		}
+		f.seq++
+		r := &pullReq{subject: l.inbox + "." + strconv.FormatUint(f.seq, 10), batch: n, deadline: now.Add(f.expires + pullReplyGrace)}
+		body, _ := json.Marshal(pullRequest{Batch: n, Expires: f.expires})
+		if err := f.nc.PublishRequest(f.subject, r.subject, body); err == nil {
+			l.cur = r
+		}
+		return // asked again at the next event or tick if it failed
+	}
+}
+
+// asked is the number of designs the requests out cover and the number of
+// slots waiting, for tests.
+func (f *feeder) asked() (covered, waiting int) {
+	q := make(chan [2]int, 1)
+	select {
+	case f.query <- q:
+		v := <-q
+		return v[0], v[1]
+	case <-f.done:
+		return 0, 0
+	}
+}
+
+// close ends the feed once no slot asks any more. The requests still out
+// may bring designs just before the broker takes the unsubscription:
+// dropped with the subscription, such a design would come back only after
+// its ack wait, spending one of its deliveries. So the subscriptions are
+// drained (the broker stops answering them, and what it sent before
+// arrives) and every design found in them is handed back.
+func (f *feeder) close() {
+	close(f.done)
+	f.wg.Wait()
+	for _, w := range f.waiters {
+		w.ch <- pulled{err: errFeederClosed}
+	}
+	f.waiters = nil
+	draining := false
+	for k := range f.lanes {
+		l := &f.lanes[k]
+		if l.cur == nil || l.sub.Drain() != nil {
+			_ = l.sub.Unsubscribe()
+			continue
+		}
+		draining = true
 	}
 	deadline := time.Now().Add(closeWait)
-	for time.Now().Before(deadline) {
-		m, err := p.sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			return // drained, or the connection is gone
+	for draining && time.Now().Before(deadline) {
+		draining = false
+		for k := range f.lanes {
+			draining = draining || f.lanes[k].sub.IsValid()
 		}
-		if len(m.Data) > 0 || m.Header.Get("Status") == "" {
-			_ = design{m, p.nc}.Nak()
+		select {
+		case lm := <-f.in:
+			handBackOrIgnore(f.nc, lm.m)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for {
+		select {
+		case lm := <-f.in:
+			handBackOrIgnore(f.nc, lm.m)
+		default:
+			return
 		}
 	}
 }

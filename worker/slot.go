@@ -18,14 +18,8 @@ import (
 func (w *Worker) slot(i int) {
 	defer w.slots.Done()
 	s := &slotState{index: i, log: w.log.WithField("slot", i)}
-	defer func() {
-		s.waitStored()
-		if s.pull != nil {
-			s.pull.close()
-		}
-	}()
-	// A quarantined slot stops before its next pull; a pull already out
-	// is answered within FetchWait, and what it brings goes back.
+	defer s.waitStored()
+	// A quarantined slot stops before it asks for its next design.
 	for w.fetchCtx.Err() == nil && w.walltimeAllows() && !w.isQuarantined(i) {
 		msg, err := w.next(s)
 		if err != nil {
@@ -44,7 +38,6 @@ func (w *Worker) slot(i int) {
 type slotState struct {
 	index      int
 	log        logrus.FieldLogger
-	pull       *puller
 	lastStop   time.Time     // when the previous evaluation ended
 	stored     chan struct{} // closed when the previous result is stored and its design acked; nil if none
 	lastErrLog time.Time
@@ -60,22 +53,16 @@ func (s *slotState) waitStored() {
 	}
 }
 
-// next pulls exactly one design, waiting up to FetchWait.
+// next waits for exactly one design, pulled for this slot by the
+// worker's feeder.
 func (w *Worker) next(s *slotState) (design, error) {
-	if s.pull == nil {
-		p, err := newPuller(w.js.Conn(), w.cfg.Run, w.cfg.FetchWait)
-		if err != nil {
-			return design{}, err
-		}
-		s.pull = p
-	}
-	m, err := s.pull.next(w.fetchCtx)
+	m, err := w.feed.next(w.fetchCtx)
 	return design{m, w.js.Conn()}, err
 }
 
 func (w *Worker) fetchFailed(s *slotState, err error) {
 	if w.fetchCtx.Err() != nil || errors.Is(err, errNoDesign) {
-		return // nothing queued: renew the pull request
+		return // nothing queued: ask again
 	}
 	if time.Since(s.lastErrLog) > 10*time.Second {
 		s.log.WithError(err).Warn("fetching a design failed; retrying")

@@ -36,8 +36,9 @@ func TestWalltimeRecheckOnArrival(t *testing.T) {
 	}{
 		{"arrives in time", "wt-in-time", 1, 2 * minEval, false},
 		{"arrives too late", "wt-late", 1, minEval / 2, true},
-		// The other slot's request is out too when the design is handed
-		// back: the design must not be lost on it.
+		// The other slot waits for a design too when the design is handed
+		// back, and a request of the worker's is still out: the design
+		// must not be lost on it.
 		{"arrives too late, two slots", "wt-late-2", 2, minEval / 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +69,10 @@ func TestWalltimeRecheckOnArrival(t *testing.T) {
 				defer cancel()
 				_ = w.Stop(ctx)
 			})
-			testutil.WaitFor(t, 10*time.Second, "the slots' pull requests", func() bool { return b.consumer(t, tc.run).NumWaiting == tc.slots })
+			testutil.WaitFor(t, 10*time.Second, "the slots' pull requests", func() bool {
+				covered, waiting := w.feed.asked()
+				return covered == tc.slots && waiting == tc.slots && b.consumer(t, tc.run).NumWaiting >= 1
+			})
 			skew.Store(int64(room - tc.left))
 			b.publish(t, tc.run, 1, 1)
 

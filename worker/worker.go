@@ -212,15 +212,17 @@ type Worker struct {
 
 	fetchCtx    context.Context // cancelled by Stop: no new designs
 	fetchCancel context.CancelFunc
-	evalCtx     context.Context // cancelled by a hard stop: running evaluations end
-	evalCancel  context.CancelFunc
-	slots       sync.WaitGroup
-	bg          sync.WaitGroup
-	stopOnce    sync.Once
-	slotsDone   chan struct{} // closed when every slot has returned
-	doneCh      chan struct{}
-	q           quarantine
-	err         error // why the worker left on its own; set before doneCh closes
+	// feed pulls designs for the slots.
+	feed       *feeder
+	evalCtx    context.Context // cancelled by a hard stop: running evaluations end
+	evalCancel context.CancelFunc
+	slots      sync.WaitGroup
+	bg         sync.WaitGroup
+	stopOnce   sync.Once
+	slotsDone  chan struct{} // closed when every slot has returned
+	doneCh     chan struct{}
+	q          quarantine
+	err        error // why the worker left on its own; set before doneCh closes
 }
 
 // New checks cfg and returns a worker; Start begins serving.
@@ -290,6 +292,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.fetchCtx, w.fetchCancel = context.WithCancel(w.evalCtx)
 	w.log.WithFields(logrus.Fields{"slots": w.cfg.Slots, "evaluator": w.cfg.Evaluator.Name(),
 		"ack_wait": w.ackWait, "in_progress_every": w.progressEvery()}).Info("worker joined run")
+	if w.feed, err = newFeeder(w.js.Conn(), w.cfg.Run, w.cfg.FetchWait, w.log); err != nil {
+		return err
+	}
 	for i := range w.cfg.Slots {
 		w.slots.Add(1)
 		go w.slot(i)
@@ -452,6 +457,7 @@ func (w *Worker) Busy() int { return int(w.busy.Load()) }
 
 func (w *Worker) closeWhenDone() {
 	w.slots.Wait()
+	w.feed.close()
 	if w.fetchCtx.Err() == nil && w.allQuarantined() {
 		w.leaveQuarantined()
 	}
