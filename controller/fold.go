@@ -24,6 +24,7 @@ type Fold struct {
 	// did not check them): counted, but kept out of the pool.
 	unmeasured int
 	hv         *hvTrack
+	figures    *Figures
 }
 
 // NewFold returns an empty fold that counts the results t counts; t is
@@ -39,7 +40,7 @@ func NewFold(t *Tally, init, pool int, replace Replace) *Fold {
 // nil derives it from the first init results (see hvTrack).
 func NewFoldFor(t *Tally, init, pool int, replace Replace, o Objectives, ref []float64) *Fold {
 	f := &Fold{
-		tally:  t,
+		tally: t, figures: NewFigures(),
 		init:   init,
 		pool:   NewPool(pool, replace),
 		counts: map[schema.Status]int{},
@@ -59,6 +60,7 @@ func NewFoldFor(t *Tally, init, pool int, replace Replace, o Objectives, ref []f
 func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 	f.evicted = ""
 	v := f.tally.Judge(r, err)
+	f.figures.Add(v, r)
 	if v != Counted {
 		return v
 	}
@@ -123,6 +125,9 @@ func (f *Fold) MaxSeq() uint64 { return f.maxSeq }
 
 // Has reports whether design seq has a terminal result.
 func (f *Fold) Has(seq uint64) bool { return f.tally.Has(seq) }
+
+// Figures are what `evoq status` shows of the results folded.
+func (f *Fold) Figures() *Figures { return f.figures }
 
 // Tally is the rule the fold counts results by.
 func (f *Fold) Tally() *Tally { return f.tally }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,7 +52,12 @@ type lease struct {
 	me  schema.Lease
 	rev uint64
 	log logrus.FieldLogger
+	// figures is what the next renewal carries (setFigures).
+	figures atomic.Pointer[schema.Figures]
 }
+
+// setFigures gives the next renewals the controller's figures.
+func (l *lease) setFigures(f *schema.Figures) { l.figures.Store(f) }
 
 func newLease(kv jetstream.KeyValue, run string, now time.Time, log logrus.FieldLogger) *lease {
 	host, _ := os.Hostname()
@@ -173,6 +179,7 @@ func (l *lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, broker.LeaseTTL/2)
 	defer cancel()
 	l.me.Renewed = time.Now().UTC()
+	l.me.Figures = l.figures.Load()
 	rev, err := l.kv.Update(ctx, l.me.Run, l.encode(), l.rev)
 	if err == nil {
 		l.rev = rev

@@ -196,6 +196,7 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 	case a := <-c.alerts:
 		return fmt.Errorf("%w: a worker reports that its result was refused (%s)", ErrStoreFull, a)
 	case <-tick:
+		c.lease.setFigures(c.fold.Figures().Snapshot(c.fold.Tally(), c.cfg.Now()))
 		c.decideFailure(false)
 		c.checkResults(ctx)
 		c.checkLimits(ctx, c.liveSlots())

@@ -357,4 +357,45 @@ type Lease struct {
 	Holder  string    `msgpack:"holder" json:"holder"`
 	Since   time.Time `msgpack:"since" json:"since"`
 	Renewed time.Time `msgpack:"renewed" json:"renewed"`
+	// Figures are the controller's figures of the run's results when it
+	// last renewed the lease; absent before its first results are
+	// folded, and for a run of more workers than a lease lists.
+	Figures *Figures `msgpack:"figures,omitempty" json:"figures,omitempty"`
+}
+
+// Figures are a controller's figures of its run's stored results, by the
+// counting rule: what `evoq status` shows, without reading the results.
+type Figures struct {
+	At         time.Time                `msgpack:"at" json:"at"`
+	Done       int                      `msgpack:"done" json:"done"`
+	ByStatus   map[Status]int           `msgpack:"by_status" json:"by_status"`
+	Best       *float64                 `msgpack:"best,omitempty" json:"best,omitempty"`
+	BestID     string                   `msgpack:"best_id,omitempty" json:"best_id,omitempty"`
+	Duplicates int                      `msgpack:"duplicates" json:"duplicates"`
+	Foreign    int                      `msgpack:"foreign" json:"foreign"`
+	Malformed  int                      `msgpack:"malformed" json:"malformed"`
+	Retried    int                      `msgpack:"retried" json:"retried"`
+	Workers    map[string]WorkerFigures `msgpack:"workers" json:"workers"`
+	// Quarantined are the slots the results quarantine.
+	Quarantined []QuarantinedSlot `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
+}
+
+// WorkerFigures are one worker's attempts among a run's results.
+type WorkerFigures struct {
+	Host        string    `msgpack:"host" json:"host"`
+	Evaluations int       `msgpack:"evaluations" json:"evaluations"`
+	Failures    int       `msgpack:"failures" json:"failures"`
+	LastResult  time.Time `msgpack:"last_result" json:"last_result"`
+}
+
+// QuarantinedSlot is a slot the results quarantine, with what they say
+// of it.
+type QuarantinedSlot struct {
+	Worker      string    `msgpack:"worker" json:"worker"`
+	Slot        int       `msgpack:"slot" json:"slot"`
+	Host        string    `msgpack:"host" json:"host"`
+	GPU         string    `msgpack:"gpu,omitempty" json:"gpu,omitempty"`
+	Failures    int       `msgpack:"failures" json:"failures"`
+	LastError   string    `msgpack:"last_error,omitempty" json:"last_error,omitempty"`
+	LastFailure time.Time `msgpack:"last_failure" json:"last_failure"`
 }

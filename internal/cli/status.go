@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
@@ -59,12 +60,16 @@ type runStatus struct {
 	Checkpoints *checkpointStatus `json:"checkpoints,omitempty"`
 	// Controller is the controller that holds the run's lease, if one
 	// does and the credential may read it.
-	Controller  *schema.Lease  `json:"controller,omitempty"`
-	Workers     []workerStatus `json:"workers"`
-	Problems    []string       `json:"problems"`
+	Controller *schema.Lease  `json:"controller,omitempty"`
+	Workers    []workerStatus `json:"workers"`
+	Problems   []string       `json:"problems"`
+	// CountedBy says where the figures come from: "controller", the
+	// snapshot the run's live controller keeps in its lease, or
+	// "results", a count of the stored results.
+	CountedBy   string `json:"counted_by"`
 	queueKnown  bool
 	perWorker   map[string]*workerStatus
-	resultTally *controller.Tally
+	quarantined []schema.QuarantinedSlot
 }
 
 type workerStatus struct {
@@ -145,22 +150,36 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 	return nil
 }
 
-// collectStatus reads the results, the presence bucket and the work queue.
+// collectStatus reads the results' figures, the presence bucket and the
+// work queue. The figures come from the snapshot a live controller keeps
+// in its lease, renewed every second, so that status answers at once
+// whatever the size of the run; with no live controller (a run done or
+// stopped, a controller still replaying), status counts the stored
+// results itself, by the same rule.
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
-		perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))}
-	err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
-		st.fold(res, err)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		perWorker: map[string]*workerStatus{}}
+	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
+	var fig *controller.Figures
+	if l := st.Controller; l != nil && l.Figures != nil && time.Since(l.Renewed) < broker.LeaseTTL {
+		fig, st.quarantined, st.CountedBy = controller.FiguresOf(l.Figures), l.Figures.Quarantined, "controller"
+	} else {
+		tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
+		fig = controller.NewFigures()
+		err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
+			fig.Add(tally.Judge(res, err), res)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.quarantined, st.CountedBy = controller.QuarantinedOf(tally), "results"
 	}
+	st.take(fig)
 	if ri.Run != nil {
 		st.Settings, st.Changes, st.Failure = controller.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
 		st.EarlyStop = ri.Run.EarlyStop
 	}
-	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
 	if ri.Run != nil && ri.Run.Checkpoints != nil {
 		st.Checkpoints = readCheckpoints(ctx, r.JS(), ri.ID, ri.Run.Checkpoints)
 	}
@@ -179,46 +198,13 @@ func (st *runStatus) worker(id string) *workerStatus {
 	return w
 }
 
-// fold takes in the next stored result, as schema.DecodeResult returned
-// it: only a counted one adds to the figures and the worker's.
-func (st *runStatus) fold(r *schema.Result, err error) {
-	switch st.resultTally.Judge(r, err) {
-	case controller.Duplicate:
-		st.Duplicates++
-		return
-	case controller.Foreign:
-		st.Foreign++
-		return
-	case controller.Malformed:
-		st.Malformed++
-		return
-	case controller.Retried:
-		st.Retried++
-		st.attempt(r)
-		return
-	}
-	st.Done++
-	st.ByStatus[r.Status]++
-	if r.Status == schema.StatusOK && (st.Best == nil || r.Fitness > *st.Best) {
-		f := r.Fitness
-		st.Best, st.BestID = &f, r.DesignID
-	}
-	st.attempt(r)
-}
-
-// attempt adds a result to its worker's figures.
-func (st *runStatus) attempt(r *schema.Result) {
-	if r.Worker == "" {
-		return
-	}
-	w := st.worker(r.Worker)
-	w.Host = r.Host
-	w.Evaluations++
-	if r.Status == schema.StatusError || r.Status == schema.StatusTimeout {
-		w.Failures++
-	}
-	if r.Stop.After(w.LastResult) {
-		w.LastResult = r.Stop
+// take fills in the results' figures.
+func (st *runStatus) take(f *controller.Figures) {
+	st.Done, st.ByStatus, st.Best, st.BestID = f.Done, f.ByStatus, f.Best, f.BestID
+	st.Duplicates, st.Foreign, st.Malformed, st.Retried = f.Duplicates, f.Foreign, f.Malformed, f.Retried
+	for id, wf := range f.Workers {
+		w := st.worker(id)
+		w.Host, w.Evaluations, w.Failures, w.LastResult = wf.Host, wf.Evaluations, wf.Failures, wf.LastResult
 	}
 }
 
@@ -239,7 +225,10 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 // quarantine fills in each worker's quarantined slots.
 func (st *runStatus) quarantine() {
 	for id, w := range st.perWorker {
-		q := controller.HeldSlots(st.resultTally, id, w.presence)
+		var q []int
+		for _, s := range controller.HeldSlotsOf(st.quarantined, id, w.presence) {
+			q = append(q, s.Slot)
+		}
 		if w.presence != nil {
 			q = append(q, w.presence.Quarantined...)
 		}
@@ -247,7 +236,8 @@ func (st *runStatus) quarantine() {
 		w.Quarantined = slices.Compact(q)
 		for _, i := range w.Quarantined {
 			f := fmt.Sprintf("worker %s slot %d on host %s is quarantined", id, i, w.Host)
-			if s, ok := st.resultTally.Slot(id, i); ok {
+			if j := slices.IndexFunc(st.quarantined, func(s schema.QuarantinedSlot) bool { return s.Worker == id && s.Slot == i }); j >= 0 {
+				s := st.quarantined[j]
 				if s.GPU != "" {
 					f += " (GPU " + s.GPU + ")"
 				}

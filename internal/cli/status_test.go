@@ -30,19 +30,45 @@ func attempt(seq uint64, worker string, status schema.Status, stop time.Time) *s
 func TestStatusQuarantined(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	for _, tc := range []struct {
+	type testCase struct {
 		name    string
 		started time.Time
 		want    string
-	}{{"gone", time.Time{}, "quarantined"}, {"restarted since", now.Add(time.Minute), "live"}} {
+		via     string // where the figures come from: results, or the controller's lease
+	}
+	var cases []testCase
+	for _, via := range []string{"results", "controller"} {
+		cases = append(cases, testCase{"gone/" + via, time.Time{}, "quarantined", via},
+			testCase{"restarted since/" + via, now.Add(time.Minute), "live", via})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rec := &schema.Run{Run: "q", Phase: schema.PhaseRunning, Budget: 10, ErrorRetries: new(1), QuarantineAfter: new(3)}
 			st := &runStatus{Run: "q", Phase: rec.Phase, Budget: 10, ByStatus: map[schema.Status]int{},
-				perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally("q", 10, controller.RulesOf(rec))}
-			st.fold(attempt(1, "good", schema.StatusOK, now), nil)
+				perWorker: map[string]*workerStatus{}}
+			tally, fig := controller.NewTally("q", 10, controller.RulesOf(rec)), controller.NewFigures()
+			add := func(r *schema.Result) { fig.Add(tally.Judge(r, nil), r) }
+			add(attempt(1, "good", schema.StatusOK, now))
 			for seq := uint64(2); seq <= 4; seq++ {
-				st.fold(attempt(seq, "bad", schema.StatusError, now), nil)
+				add(attempt(seq, "bad", schema.StatusError, now))
+			}
+			if tc.via == "controller" {
+				// Through the lease's wire form, as status reads it.
+				b, err := schema.EncodeLease(&schema.Lease{Run: "q", Host: "h", PID: 1, Holder: "x", Since: now, Renewed: now,
+					Figures: fig.Snapshot(tally, now)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := schema.DecodeLease(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.take(controller.FiguresOf(l.Figures))
+				st.quarantined = l.Figures.Quarantined
+			} else {
+				st.take(fig)
+				st.quarantined = controller.QuarantinedOf(tally)
 			}
 			if !tc.started.IsZero() {
 				w := st.worker("bad")

@@ -31,7 +31,8 @@ func TestStatusCountsStopped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := &runStatus{Run: "q", Phase: schema.PhaseRunning, Budget: 10, ByStatus: map[schema.Status]int{}, EarlyStop: tc.rule,
-				perWorker: map[string]*workerStatus{}, resultTally: controller.NewTally("q", 10, controller.Rules{})}
+				perWorker: map[string]*workerStatus{}}
+			tally, fig := controller.NewTally("q", 10, controller.Rules{}), controller.NewFigures()
 			seq := uint64(0)
 			add := func(s schema.Status) {
 				seq++
@@ -39,7 +40,7 @@ func TestStatusCountsStopped(t *testing.T) {
 				if s == schema.StatusStopped {
 					r.Fitness, r.Error = 0.25, "stopped at rung 3"
 				}
-				st.fold(r, nil)
+				fig.Add(tally.Judge(r, nil), r)
 			}
 			for _, s := range []schema.Status{schema.StatusOK, schema.StatusOK, schema.StatusError} {
 				add(s)
@@ -47,6 +48,7 @@ func TestStatusCountsStopped(t *testing.T) {
 			for range tc.stopped {
 				add(schema.StatusStopped)
 			}
+			st.take(fig)
 			st.finish(now)
 			if st.Done != 3+tc.stopped || st.ByStatus[schema.StatusStopped] != tc.stopped {
 				t.Errorf("done %d, %d stopped; want %d, %d", st.Done, st.ByStatus[schema.StatusStopped], 3+tc.stopped, tc.stopped)

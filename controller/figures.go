@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// Figures are what `evoq status` shows of a run's stored results: the
+// counted results by status, the best, the results that do not count by
+// the Tally's verdict, and each worker's attempts. A Fold keeps them as it
+// folds; the controller puts them in its lease (Snapshot) every second, so
+// that status reads them instead of the whole results stream.
+type Figures struct {
+	Done       int
+	ByStatus   map[schema.Status]int
+	Best       *float64
+	BestID     string
+	Duplicates int
+	Foreign    int
+	Malformed  int
+	Retried    int
+	Workers    map[string]*schema.WorkerFigures
+}
+
+// NewFigures returns empty figures.
+func NewFigures() *Figures {
+	return &Figures{ByStatus: map[schema.Status]int{}, Workers: map[string]*schema.WorkerFigures{}}
+}
+
+// Add takes in one stored result with the Tally's verdict on it: a
+// counted result adds to the figures and its worker's, a retried attempt
+// to its worker's alone.
+func (f *Figures) Add(v Verdict, r *schema.Result) {
+	switch v {
+	case Duplicate:
+		f.Duplicates++
+		return
+	case Foreign:
+		f.Foreign++
+		return
+	case Malformed:
+		f.Malformed++
+		return
+	case Retried:
+		f.Retried++
+		f.attempt(r)
+		return
+	}
+	f.Done++
+	f.ByStatus[r.Status]++
+	if r.Status == schema.StatusOK && (f.Best == nil || r.Fitness > *f.Best) {
+		b := r.Fitness
+		f.Best, f.BestID = &b, r.DesignID
+	}
+	f.attempt(r)
+}
+
+func (f *Figures) attempt(r *schema.Result) {
+	if r.Worker == "" {
+		return
+	}
+	w := f.Workers[r.Worker]
+	if w == nil {
+		w = &schema.WorkerFigures{}
+		f.Workers[r.Worker] = w
+	}
+	w.Host = r.Host
+	w.Evaluations++
+	if r.Status == schema.StatusError || r.Status == schema.StatusTimeout {
+		w.Failures++
+	}
+	if r.Stop.After(w.LastResult) {
+		w.LastResult = r.Stop
+	}
+}
+
+// SnapshotWorkersMax is the most workers a snapshot lists: beyond it the
+// lease would grow past what a KV value should hold, and status reads
+// the results stream instead.
+const SnapshotWorkersMax = 4000
+
+// Snapshot is f with t's quarantined slots, as the lease carries them; nil
+// when f has more than SnapshotWorkersMax workers.
+func (f *Figures) Snapshot(t *Tally, now time.Time) *schema.Figures {
+	if len(f.Workers) > SnapshotWorkersMax {
+		return nil
+	}
+	s := &schema.Figures{At: now.UTC(), Done: f.Done, ByStatus: make(map[schema.Status]int, len(f.ByStatus)),
+		BestID: f.BestID, Duplicates: f.Duplicates, Foreign: f.Foreign, Malformed: f.Malformed, Retried: f.Retried,
+		Workers: make(map[string]schema.WorkerFigures, len(f.Workers))}
+	if f.Best != nil {
+		b := *f.Best
+		s.Best = &b
+	}
+	for k, v := range f.ByStatus {
+		s.ByStatus[k] = v
+	}
+	for k, v := range f.Workers {
+		s.Workers[k] = *v
+	}
+	s.Quarantined = QuarantinedOf(t)
+	return s
+}
+
+// QuarantinedOf lists the slots t's results quarantine.
+func QuarantinedOf(t *Tally) []schema.QuarantinedSlot {
+	var out []schema.QuarantinedSlot
+	for _, h := range t.Quarantined() {
+		out = append(out, schema.QuarantinedSlot{Worker: h.Worker, Slot: h.Slot, Host: h.Host,
+			GPU: h.GPU, Failures: h.Failures, LastError: h.LastError, LastFailure: h.LastFailure})
+	}
+	return out
+}
+
+// HeldSlotsOf is HeldSlots over a list of quarantined slots: those of
+// worker that stay quarantined, since the worker process p (nil if none is
+// known) did not start after their last failure.
+func HeldSlotsOf(qs []schema.QuarantinedSlot, worker string, p *schema.Presence) []schema.QuarantinedSlot {
+	var out []schema.QuarantinedSlot
+	for _, q := range qs {
+		if q.Worker == worker && (p == nil || p.Started.IsZero() || !p.Started.After(q.LastFailure)) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// FiguresOf turns a lease's snapshot back into figures, with the
+// quarantined slots a status shows (HeldSlotsOf).
+func FiguresOf(s *schema.Figures) *Figures {
+	f := &Figures{Done: s.Done, ByStatus: map[schema.Status]int{}, BestID: s.BestID, Duplicates: s.Duplicates,
+		Foreign: s.Foreign, Malformed: s.Malformed, Retried: s.Retried, Workers: map[string]*schema.WorkerFigures{}}
+	if s.Best != nil {
+		b := *s.Best
+		f.Best = &b
+	}
+	for k, v := range s.ByStatus {
+		f.ByStatus[k] = v
+	}
+	for k, v := range s.Workers {
+		f.Workers[k] = &v
+	}
+	return f
+}
