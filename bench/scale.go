@@ -287,10 +287,10 @@ func exascaleMet(s *Scale) bool {
 type Growth struct {
 	// Slots are runs like exascale's at 1,000, 10,000 and 100,000 slots
 	// (1,000 slots a worker process, 10 processes at least), each with a
-	// mean evaluation of 1.5 ms a slot, so that results come at about 670
-	// a second in every run, and a budget of three times the slots; the
-	// 100,000-slot row is the exascale workload's run when the same bench
-	// ran it.
+	// mean evaluation of 0.9 ms a slot, so that results come at about
+	// 1,100 a second in every run, and a budget of three times the slots;
+	// the 100,000-slot row is the exascale workload's run when the same
+	// bench ran it.
 	Slots []*Scale `json:"slots"`
 	// Budget are noop runs of 8 slots in 2 worker processes with a
 	// budget of 10,000, 100,000 and 1,000,000 results.
@@ -305,8 +305,10 @@ var (
 )
 
 func growthSlotSpec(slots int) scaleSpec {
-	return scaleSpec{name: fmt.Sprintf("growth-slots-%d", slots), slots: slots, workers: max(10, slots/1000),
-		evaluator: "sim", simMean: float64(slots) * 0.0015, budget: 3 * slots, init: 100, pool: 50}
+	sp := exascale
+	sp.name, sp.slots, sp.workers = fmt.Sprintf("growth-slots-%d", slots), slots, max(10, slots/1000)
+	sp.simMean, sp.budget, sp.statusEvery = float64(slots)*0.0009, 3*slots, 0
+	return sp
 }
 
 func growthBudgetSpec(budget int) scaleSpec {

@@ -868,3 +868,43 @@ func TestStartChecksTheRun(t *testing.T) {
 		})
 	}
 }
+
+// A worker pulls for all its free slots with one or two pull requests,
+// whose batches cover exactly the slots waiting: the broker holds no
+// request per slot, and busy slots prefetch nothing.
+func TestWorkerPullsForFreeSlots(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const run, id, slots = "feeder", "w-feed", 40
+	b.declare(t, run, broker.ConsumerConfig{Slots: slots})
+	g := newGate()
+	w := b.start(t, Config{Run: run, ID: id, Slots: slots, Evaluator: g})
+	testutil.WaitFor(t, 10*time.Second, "every slot waiting, covered by the requests out", func() bool {
+		covered, waiting := w.feed.asked()
+		return covered == slots && waiting == slots
+	})
+	if n := b.consumer(t, run).NumWaiting; n < 1 || n > feedLanes {
+		t.Errorf("%d pull requests waiting for %d free slots, want 1 to %d", n, slots, feedLanes)
+	}
+	b.publish(t, run, 1, slots+10)
+	for range slots {
+		g.waitStarted(t)
+	}
+	var info *jetstream.ConsumerInfo
+	testutil.WaitFor(t, 5*time.Second, "one design per slot, the rest queued", func() bool {
+		info = b.consumer(t, run)
+		return info.NumAckPending == slots && info.NumPending == 10
+	})
+	if covered, waiting := w.feed.asked(); covered != 0 || waiting != 0 || info.NumWaiting != 0 {
+		t.Errorf("with every slot busy: requests cover %d, %d slots waiting, %d requests at the broker; want none", covered, waiting, info.NumWaiting)
+	}
+	close(g.release)
+	res := b.results(t, run, slots+10)
+	seen := map[uint64]bool{}
+	for _, r := range res {
+		if seen[r.Design.Seq] {
+			t.Errorf("design %d evaluated twice", r.Design.Seq)
+		}
+		seen[r.Design.Seq] = true
+	}
+}

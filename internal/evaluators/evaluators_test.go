@@ -2,6 +2,7 @@ package evaluators
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -274,5 +275,32 @@ func TestMLP(t *testing.T) {
 				t.Errorf("fitness %v, want the model's validation accuracy %v (%v)", out.Fitness, want.Accuracy, err)
 			}
 		})
+	}
+}
+
+// Sigma narrows the spread of Sim's times and keeps their mean.
+func TestSimSigma(t *testing.T) {
+	t.Parallel()
+	mean := 90 * time.Second
+	spread := func(sigma float64) (avg, longest time.Duration) {
+		s := Sim{Mean: mean, Sigma: sigma}
+		var sum time.Duration
+		const n = 20000
+		for i := range n {
+			d, _ := s.Draw(worker.Task{Design: &schema.Design{ID: fmt.Sprintf("r-%d", i+1)}, Attempt: 1})
+			sum += d
+			longest = max(longest, d)
+		}
+		return sum / n, longest
+	}
+	narrow, narrowMax := spread(0.2)
+	wide, wideMax := spread(0) // SimSigma
+	for _, m := range []time.Duration{narrow, wide} {
+		if m < mean*95/100 || m > mean*105/100 {
+			t.Errorf("mean %v, want %v within 5%%", m, mean)
+		}
+	}
+	if narrowMax > 3*mean || wideMax < 5*mean {
+		t.Errorf("longest of 20,000: %v at sigma 0.2, %v at %v; want under 3x and over 5x the mean", narrowMax, wideMax, SimSigma)
 	}
 }
