@@ -47,11 +47,14 @@ type Scale struct {
 	SimMeanS    float64 `json:"sim_mean_s,omitempty"`
 	Budget      int     `json:"budget"`
 	Evaluations int     `json:"evaluations"`
-	SlotsUsed   int     `json:"slots_used"`
-	UtilSteady  float64 `json:"util_steady"`
-	GapP99Ms    float64 `json:"gap_p99_ms"`
-	EvalsPerS   float64 `json:"evals_per_s"`
-	WallS       float64 `json:"wall_s"`
+	// LiveMax is the largest number of slots the controller saw live at
+	// once (its summary's slots).
+	LiveMax    int     `json:"live_max"`
+	SlotsUsed  int     `json:"slots_used"`
+	UtilSteady float64 `json:"util_steady"`
+	GapP99Ms   float64 `json:"gap_p99_ms"`
+	EvalsPerS  float64 `json:"evals_per_s"`
+	WallS      float64 `json:"wall_s"`
 	// ControllerCPUS is the controller process's CPU time (user and
 	// system) over its life; CPUPerResultUs that over Evaluations.
 	ControllerCPUS float64 `json:"controller_cpu_s"`
@@ -88,7 +91,13 @@ func (r *runner) runScale(ctx context.Context, sp scaleSpec) (*Scale, error) {
 	}
 	var ctlOut, ctlErr bytes.Buffer
 	ctl := exec.CommandContext(ctx, r.cfg.Evoq, ctlArgs...)
-	ctl.Stdout, ctl.Stderr = &ctlOut, &ctlErr
+	// The controller's log stays in the store directory too.
+	ctlLog, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer ctlLog.Close()
+	ctl.Stdout, ctl.Stderr = &ctlOut, io.MultiWriter(&ctlErr, ctlLog)
 	if err := ctl.Start(); err != nil {
 		return nil, fmt.Errorf("start the controller: %w", err)
 	}
@@ -185,7 +194,7 @@ func (r *runner) runScale(ctx context.Context, sp scaleSpec) (*Scale, error) {
 }
 
 func (s *Scale) fill(sum *controller.Summary, cpu time.Duration) {
-	s.Evaluations, s.SlotsUsed, s.UtilSteady = sum.Evaluations, sum.SlotsUsed, sum.UtilSteady
+	s.Evaluations, s.SlotsUsed, s.UtilSteady, s.LiveMax = sum.Evaluations, sum.SlotsUsed, sum.UtilSteady, sum.Slots
 	s.GapP99Ms, s.EvalsPerS, s.WallS = sum.GapP99Ms, sum.EvalsPerS, sum.WallS
 	s.ControllerCPUS = sig4(cpu.Seconds())
 	if sum.Evaluations > 0 {

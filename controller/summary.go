@@ -163,7 +163,10 @@ func (c *Controller) Summary() *Summary {
 		GapP50Ms: ms(st.GapQuantile(0.5)), GapP99Ms: ms(st.GapQuantile(0.99)),
 		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
 	}
-	s.UtilSteady = round(st.Utilization(s.Slots), 4)
+	// A slot that evaluated was live: the largest live count seen can be
+	// short of it when heartbeats come late (a loaded broker), and
+	// utilization over too few slots would pass 1.
+	s.UtilSteady = round(st.Utilization(max(s.Slots, s.SlotsUsed)), 4)
 	s.Retried = f.Tally().Retries()
 	for _, q := range f.Tally().Quarantined() {
 		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))

@@ -88,3 +88,28 @@ func storeByHand(t *testing.T, bu *bundle, cons jetstream.Consumer, fitness floa
 		t.Fatalf("ack %s: %v", d.ID, err)
 	}
 }
+
+// Utilization divides by every slot that evaluated, when the live count
+// seen (heartbeats, which a loaded broker delays) is short of it: four
+// slots busy the whole window are fully used, not twice over.
+func TestSummaryUtilizationSlots(t *testing.T) {
+	t.Parallel()
+	f := testFold(1, 5, ReplaceWorst)
+	for seq := uint64(1); seq <= 8; seq++ {
+		r := result(seq, schema.StatusOK, 1)
+		// Slots 0..3 each run 0..10 s, then 10..20 s: the last start is at
+		// 10 s, every slot busy up to it.
+		r.Slot = int(seq-1) % 4
+		r.Start = epoch.Add(time.Duration((seq-1)/4) * 10 * time.Second)
+		r.Stop = r.Start.Add(10 * time.Second)
+		f.Apply(r, nil)
+	}
+	tr := newSlotTracker()
+	now := epoch.Add(time.Second)
+	tr.put(&schema.Presence{Run: "t", Worker: "w", Slots: 2, Interval: time.Minute, Heartbeat: now, Started: epoch}, now)
+	c := &Controller{cfg: Config{Run: "t", Space: mlpSpace(t)}, fold: f, slots: tr}
+	s := c.Summary()
+	if s.Slots != 2 || s.SlotsUsed != 4 || s.UtilSteady != 1 {
+		t.Errorf("slots %d, used %d, util_steady %v; want 2, 4, 1", s.Slots, s.SlotsUsed, s.UtilSteady)
+	}
+}
