@@ -70,7 +70,7 @@ func (s *Stats) remember(iv interval) {
 		return
 	}
 	s.recent[s.next] = iv
-	s.next = (s.next + 1) % recentKeep
+	s.next = (s.next + 1) % len(s.recent)
 }
 
 // SlotsUsed is the number of slots that evaluated at least one design.

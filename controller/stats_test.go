@@ -314,14 +314,14 @@ func TestStatsRingManySlots(t *testing.T) {
 	t.Parallel()
 	s := NewStats()
 	slots := recentKeep + 5000
-	// Each slot: one evaluation 0..10 s, then one from 10 s running to
-	// 20 s. The last design is handed out at 10 s: the window is 0..10 s,
-	// every slot busy throughout it.
-	for i := range slots {
-		s.Add(eval{worker: "w", slot: i, start: 0, stop: 10}.result())
-	}
-	for i := range slots {
-		s.Add(eval{worker: "w", slot: i, start: 10, stop: 20}.result())
+	// Each slot: evaluations 0..10 s and 10..20 s, then one from 20 s
+	// running to 30 s. The last design is handed out at 20 s: the window
+	// is 0..20 s, every slot busy throughout it. Three evaluations a slot
+	// wrap the ring of twice the slots once it has grown.
+	for round := range 3 {
+		for i := range slots {
+			s.Add(eval{worker: "w", slot: i, start: float64(10 * round), stop: float64(10 * (round + 1))}.result())
+		}
 	}
 	if len(s.recent) < slots {
 		t.Errorf("ring holds %d, want at least the %d slots", len(s.recent), slots)
