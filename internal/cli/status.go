@@ -26,6 +26,10 @@ type statusCmd struct {
 	src     sourceFlags
 	jsonOut bool
 	watch   time.Duration
+	// shown is the count of the last redraw of a --watch: a controller's
+	// figures behind it (a second old, or taken over from a count of the
+	// results as the controller started) are not shown.
+	shown int
 }
 
 // runStatus is what status reports; its JSON form is `evoq status --json`.
@@ -134,10 +138,11 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 	if x, err := r.Pick(ctx, ri.ID); err == nil && x.Err == nil {
 		ri = x // the phase moves on while watching
 	}
-	st, err := collectStatus(ctx, r, ri)
+	st, err := collectStatus(ctx, r, ri, c.shown)
 	if err != nil {
 		return err
 	}
+	c.shown = st.Done
 	if c.jsonOut {
 		b, _ := json.Marshal(st)
 		_, err = fmt.Fprintf(c.env.Stdout, "%s\n", b)
@@ -155,13 +160,15 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 // in its lease, renewed every second, so that status answers at once
 // whatever the size of the run; with no live controller (a run done or
 // stopped, a controller still replaying), status counts the stored
-// results itself, by the same rule.
-func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo) (*runStatus, error) {
+// results itself, by the same rule. Figures of the controller's that count
+// fewer results than floor (what the last redraw of a --watch showed) are
+// passed over for a count of the results, so that a watch never goes back.
+func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, floor int) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
 		perWorker: map[string]*workerStatus{}}
 	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
 	var fig *controller.Figures
-	if l := st.Controller; l != nil && l.Figures != nil && time.Since(l.Renewed) < broker.LeaseTTL {
+	if l := st.Controller; l != nil && l.Figures != nil && time.Since(l.Renewed) < broker.LeaseTTL && l.Figures.Done >= floor {
 		fig, st.quarantined, st.CountedBy = controller.FiguresOf(l.Figures), l.Figures.Quarantined, "controller"
 	} else {
 		tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
