@@ -38,7 +38,7 @@ func HeldSlots(t *Tally, worker string, p *schema.Presence) []int {
 	var out []int
 	for _, i := range t.QuarantinedSlots(worker) {
 		s, _ := t.Slot(worker, i)
-		if p == nil || p.Started.IsZero() || !p.Started.After(s.LastFailure) {
+		if stillHeld(p, s.LastFailure) {
 			out = append(out, i)
 		}
 	}

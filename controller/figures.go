@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -86,16 +87,9 @@ func (f *Figures) Snapshot(t *Tally, now time.Time) *schema.Figures {
 	if len(f.Workers) > SnapshotWorkersMax {
 		return nil
 	}
-	s := &schema.Figures{At: now.UTC(), Done: f.Done, ByStatus: make(map[schema.Status]int, len(f.ByStatus)),
+	s := &schema.Figures{At: now.UTC(), Done: f.Done, ByStatus: maps.Clone(f.ByStatus), Best: clonePtr(f.Best),
 		BestID: f.BestID, Duplicates: f.Duplicates, Foreign: f.Foreign, Malformed: f.Malformed, Retried: f.Retried,
 		Workers: make(map[string]schema.WorkerFigures, len(f.Workers))}
-	if f.Best != nil {
-		b := *f.Best
-		s.Best = &b
-	}
-	for k, v := range f.ByStatus {
-		s.ByStatus[k] = v
-	}
 	for k, v := range f.Workers {
 		s.Workers[k] = *v
 	}
@@ -119,7 +113,7 @@ func QuarantinedOf(t *Tally) []schema.QuarantinedSlot {
 func HeldSlotsOf(qs []schema.QuarantinedSlot, worker string, p *schema.Presence) []schema.QuarantinedSlot {
 	var out []schema.QuarantinedSlot
 	for _, q := range qs {
-		if q.Worker == worker && (p == nil || p.Started.IsZero() || !p.Started.After(q.LastFailure)) {
+		if q.Worker == worker && stillHeld(p, q.LastFailure) {
 			out = append(out, q)
 		}
 	}
@@ -129,17 +123,29 @@ func HeldSlotsOf(qs []schema.QuarantinedSlot, worker string, p *schema.Presence)
 // FiguresOf turns a lease's snapshot back into figures, with the
 // quarantined slots a status shows (HeldSlotsOf).
 func FiguresOf(s *schema.Figures) *Figures {
-	f := &Figures{Done: s.Done, ByStatus: map[schema.Status]int{}, BestID: s.BestID, Duplicates: s.Duplicates,
-		Foreign: s.Foreign, Malformed: s.Malformed, Retried: s.Retried, Workers: map[string]*schema.WorkerFigures{}}
-	if s.Best != nil {
-		b := *s.Best
-		f.Best = &b
-	}
-	for k, v := range s.ByStatus {
-		f.ByStatus[k] = v
+	f := &Figures{Done: s.Done, ByStatus: maps.Clone(s.ByStatus), Best: clonePtr(s.Best), BestID: s.BestID,
+		Duplicates: s.Duplicates, Foreign: s.Foreign, Malformed: s.Malformed, Retried: s.Retried,
+		Workers: make(map[string]*schema.WorkerFigures, len(s.Workers))}
+	if f.ByStatus == nil {
+		f.ByStatus = map[schema.Status]int{}
 	}
 	for k, v := range s.Workers {
 		f.Workers[k] = &v
 	}
 	return f
+}
+
+// stillHeld says whether a slot quarantined by a failure at lastFailure
+// stays quarantined: its worker process p (nil if none is known) did not
+// start after it.
+func stillHeld(p *schema.Presence, lastFailure time.Time) bool {
+	return p == nil || p.Started.IsZero() || !p.Started.After(lastFailure)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
