@@ -56,8 +56,17 @@ func startCluster(t *testing.T, extra ...string) *brokerCluster {
 	}
 	// Clients started before every node listens would all connect to the
 	// first one up.
-	for _, n := range c.nodes {
-		waitFor(t, 30*time.Second, func() bool { return strings.Contains(n.output(), "broker serving") })
+	// A node serves once the cluster has elected its JetStream meta
+	// leader, which takes a few route rounds: on a loaded machine running
+	// other tests in parallel, far longer than on a quiet one.
+	deadline := time.Now().Add(2 * time.Minute)
+	for i, n := range c.nodes {
+		for !strings.Contains(n.output(), "broker serving") {
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %s is not serving after 2 minutes\n%s", c.names[i], c.output())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	return c
 }
