@@ -60,9 +60,19 @@ func TestWorkerRejectsBadDesigns(t *testing.T) {
 // waitFor polls cond until it holds or limit passes.
 func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 	t.Helper()
+	waitShowing(t, limit, cond, nil)
+}
+
+// waitShowing is waitFor that, past the limit, fails with what show says
+// (the logs of the processes waited on).
+func waitShowing(t *testing.T, limit time.Duration, cond func() bool, show func() string) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if show != nil {
+				t.Fatalf("condition not met within %s\n%s", limit, show())
+			}
 			t.Fatalf("condition not met within %s", limit)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -59,15 +59,14 @@ func startCluster(t *testing.T, extra ...string) *brokerCluster {
 	// A node serves once the cluster has elected its JetStream meta
 	// leader, which takes a few route rounds: on a loaded machine running
 	// other tests in parallel, far longer than on a quiet one.
-	deadline := time.Now().Add(2 * time.Minute)
-	for i, n := range c.nodes {
-		for !strings.Contains(n.output(), "broker serving") {
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %s is not serving after 2 minutes\n%s", c.names[i], c.output())
+	waitShowing(t, 2*time.Minute, func() bool {
+		for _, n := range c.nodes {
+			if !strings.Contains(n.output(), "broker serving") {
+				return false
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return true
+	}, c.output)
 	return c
 }
 
