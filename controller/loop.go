@@ -366,63 +366,108 @@ func (c *Controller) vary(r *rand.Rand) (map[string]any, []string, error) {
 }
 
 // publish stores every design of batch on the work queue and waits for
-// the broker's confirmations, retrying any that fail.
+// the broker's confirmations, PublishWindow designs at a time, publishing
+// again those that fail or stay unconfirmed.
 func (c *Controller) publish(ctx context.Context, batch []*schema.Design) error {
-	subject := schema.DesignSubject(c.cfg.Run)
-	data := make([][]byte, len(batch))
-	futures := make([]jetstream.PubAckFuture, len(batch))
+	out := make([]outDesign, len(batch))
 	for i, d := range batch {
 		b, err := schema.EncodeDesign(d)
 		if err != nil {
 			return fmt.Errorf("design %s: %w", d.ID, err)
 		}
-		data[i] = b
-		futures[i], err = c.js.PublishAsync(subject, b, jetstream.WithMsgID(schema.DesignMsgID(d)))
-		if err != nil {
-			futures[i] = nil
-		}
+		out[i] = outDesign{id: schema.DesignMsgID(d), data: b}
 	}
-	wait, cancel := context.WithTimeout(ctx, ConfirmWait)
-	defer cancel()
-	for i, f := range futures {
-		if err := c.confirm(ctx, wait, f, subject, schema.DesignMsgID(batch[i]), data[i]); err != nil {
+	for len(out) > 0 {
+		n := min(len(out), PublishWindow)
+		if err := c.publishWindow(ctx, out[:n]); err != nil {
 			return err
 		}
+		out = out[n:]
 	}
 	return nil
 }
 
-// ConfirmWait bounds the wait for the broker's confirmations of a batch of
-// designs. A confirmation can be lost with no error (the stream's leader
-// died after taking the design, or the connection went dead without a
-// word): what is unconfirmed then is republished.
+// PublishWindow is the most designs published before the controller waits
+// for their confirmations. It stays below nats.go's 4,000 unconfirmed
+// asynchronous publishes, past which a publish stalls for 200 ms and then
+// fails: 100,000 slots freed at once ask for that many designs, and each
+// publish that failed so was once retried alone, a round trip each, while
+// the slots waited.
+const PublishWindow = 1000
+
+// outDesign is one encoded design on its way to the work queue.
+type outDesign struct {
+	id   string // its Nats-Msg-Id
+	data []byte
+}
+
+// publishWindow publishes out asynchronously and waits for every
+// confirmation; what fails or stays unconfirmed for ConfirmWait is
+// published again, all of it at once, with the same Nats-Msg-Ids (so
+// never stored twice), until every design is stored.
+func (c *Controller) publishWindow(ctx context.Context, out []outDesign) error {
+	first := true
+	return retry(ctx, c.log.WithField("designs", len(out)), "publish designs", func() error {
+		left, err := c.publishRound(ctx, out, first)
+		first = false
+		if err != nil || len(left) == 0 {
+			return err
+		}
+		e := fmt.Errorf("%d of %d designs unconfirmed (first %s)", len(left), len(out), left[0].id)
+		out = left
+		return e
+	})
+}
+
+// ConfirmWait bounds the wait for the broker's confirmations of a window
+// of designs. A confirmation can be lost with no error (the stream's
+// leader died after taking the design, or the connection went dead
+// without a word): what is unconfirmed then is republished.
 const ConfirmWait = 5 * time.Second
 
-// confirm waits, until wait ends, for one asynchronous publish; a failed or
-// unconfirmed one is republished synchronously (the same Nats-Msg-Id, id,
-// so never stored twice) until it is stored.
-func (c *Controller) confirm(ctx, wait context.Context, f jetstream.PubAckFuture, subject, id string, data []byte) error {
-	if f != nil {
+// publishRound publishes out once and returns the designs that failed or
+// were not confirmed within ConfirmWait. A full store ends the run; a
+// design already on the queue is an error worth a line only in the first
+// round: a later round publishes again what the broker may have stored
+// without a word.
+func (c *Controller) publishRound(ctx context.Context, out []outDesign, first bool) ([]outDesign, error) {
+	subject := schema.DesignSubject(c.cfg.Run)
+	futures := make([]jetstream.PubAckFuture, len(out))
+	for i, d := range out {
+		futures[i], _ = c.js.PublishAsync(subject, d.data, jetstream.WithMsgID(d.id))
+	}
+	wait, cancel := context.WithTimeout(ctx, ConfirmWait)
+	defer cancel()
+	var left []outDesign
+	for i, f := range futures {
+		if f == nil {
+			left = append(left, out[i])
+			continue
+		}
+		var ack *jetstream.PubAck
 		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				c.log.WithField("design", id).Error("design was already on the queue: the controller's count of published designs was behind")
-			}
-			return nil
+		case ack = <-f.Ok():
 		case err := <-f.Err():
 			if broker.StoreFull(err) {
-				return fmt.Errorf("publish design %s: %w: %v", id, ErrStoreFull, err)
+				return nil, fmt.Errorf("design %s: %w", out[i].id, err) // retry ends the run with ErrStoreFull
 			}
 		case <-wait.Done():
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
+			}
+			select {
+			case ack = <-f.Ok():
+			default:
 			}
 		}
+		switch {
+		case ack == nil:
+			left = append(left, out[i])
+		case ack.Duplicate && first:
+			c.log.WithField("design", out[i].id).Error("design was already on the queue: the controller's count of published designs was behind")
+		}
 	}
-	return retry(ctx, c.log.WithField("design", id), "publish design", func() error {
-		_, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
-		return err
-	})
+	return left, nil
 }
 
 // onPresence tracks a worker's heartbeat and keeps the consumer's limits

@@ -87,6 +87,32 @@ func DecodeDesign(b []byte) (*Design, error) {
 	return d, d.Validate()
 }
 
+// DecodeReceived is DecodeDesign for a worker that echoes the design in
+// its result: a valid design of this schema version keeps the bytes it
+// was decoded from, and a result encodes them as they came. The design
+// must not be changed afterwards: its result would echo the bytes
+// received, not the change.
+func DecodeReceived(b []byte) (*Design, error) {
+	d, err := DecodeDesign(b)
+	if err == nil && d.V == Version {
+		d.wire = b
+	}
+	return d, err
+}
+
+// designFields is Design without its encoder method, to encode its
+// fields without recursion.
+type designFields Design
+
+// EncodeMsgpack writes the bytes d was received in, if it kept them
+// (DecodeReceived), else its fields.
+func (d Design) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if d.wire != nil {
+		return msgpack.RawMessage(d.wire).EncodeMsgpack(enc)
+	}
+	return enc.Encode((*designFields)(&d))
+}
+
 // DecodeResult decodes and validates a result; see DecodeDesign for the
 // partial value returned with a validation error.
 func DecodeResult(b []byte) (*Result, error) {

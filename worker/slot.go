@@ -81,7 +81,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 		return
 	}
 	attempt := msg.Attempt()
-	d, err := schema.DecodeDesign(msg.Data())
+	d, err := schema.DecodeReceived(msg.Data())
 	if err == nil && w.space != nil {
 		if _, verr := w.space.Validate(d.Genome); verr != nil {
 			err = fmt.Errorf("genome does not fit the run's search space: %w", verr)
