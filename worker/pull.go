@@ -49,6 +49,9 @@ type feeder struct {
 	done  chan struct{}
 	query chan chan [2]int
 	wg    sync.WaitGroup
+	// closeOnce: the feed is closed once, by the first of the worker's
+	// end and a slot that stops the worker taking designs (walltime).
+	closeOnce sync.Once
 
 	// The dispatcher's own state.
 	waiters    []*waiter
@@ -331,7 +334,9 @@ func (f *feeder) asked() (covered, waiting int) {
 // its ack wait, spending one of its deliveries. So the subscriptions are
 // drained (the broker stops answering them, and what it sent before
 // arrives) and every design found in them is handed back.
-func (f *feeder) close() {
+func (f *feeder) close() { f.closeOnce.Do(f.closeNow) }
+
+func (f *feeder) closeNow() {
 	close(f.done)
 	f.wg.Wait()
 	for _, w := range f.waiters {

@@ -126,9 +126,11 @@ func (w *Worker) arrivedInTime(s *slotState, msg design) bool {
 	if ok {
 		return true
 	}
-	// Stop the other slots first, so that the design handed back is not
-	// delivered to this worker again.
+	// Stop the other slots first, and end the worker's pull requests: one
+	// still out at the broker (a batch for two slots that brought this
+	// design and waits for the second) would take the design handed back.
 	w.stopTaking(left, typical)
+	w.feed.close()
 	l := s.log.WithFields(logrus.Fields{"attempt": msg.Attempt(), "left": left.Round(time.Millisecond),
 		"typical_eval": typical.Round(time.Millisecond)})
 	if d, err := schema.DecodeDesign(msg.Data()); err == nil {

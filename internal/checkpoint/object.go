@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,9 +116,29 @@ func (o *Object) Delete(ctx context.Context, design string) error {
 	return stream.Purge(ctx, jetstream.WithPurgeSubject(meta))
 }
 
+// ListWait bounds one listing of the bucket. nats.go lists an object
+// store through a watcher that ends when the broker's delivery says
+// nothing more is pending; once in many continued runs that end never
+// came, and the listing, with no deadline of its own, held the new
+// controller for good before its first design (a sweep that had listed
+// nothing after 15 minutes). A listing past ListWait fails instead: the
+// caller retries it, or goes on without it.
+const ListWait = 30 * time.Second
+
+// list lists the bucket's objects within ListWait.
+func (o *Object) list(ctx context.Context, opts ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	lctx, cancel := context.WithTimeout(ctx, ListWait)
+	defer cancel()
+	infos, err := o.obs.List(lctx, opts...)
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		return nil, fmt.Errorf("list checkpoint bucket %s: no end to the listing within %s", schema.CheckpointBucket(o.run), ListWait)
+	}
+	return infos, err
+}
+
 // List implements Store.
 func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
-	infos, err := o.obs.List(ctx)
+	infos, err := o.list(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}
@@ -135,7 +156,7 @@ func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
 // never came (an upload cut short by a worker's death), once their last
 // chunk is OrphanAge old. An upload in progress adds chunks as it goes.
 func (o *Object) Sweep(ctx context.Context) (int, error) {
-	infos, err := o.obs.List(ctx, jetstream.ListObjectsShowDeleted())
+	infos, err := o.list(ctx, jetstream.ListObjectsShowDeleted())
 	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return 0, err
 	}
