@@ -9,8 +9,8 @@ import (
 
 // TestPublishWindows publishes more designs than PublishWindow (and than
 // nats.go's 4,000 unconfirmed asynchronous publishes) in one batch on a
-// real broker: every one is stored once, and publishing some again stores
-// nothing new.
+// real broker: every window is published, each design stored once, in
+// order, and publishing some again stores nothing new.
 func TestPublishWindows(t *testing.T) {
 	t.Parallel()
 	bu := setup(t)

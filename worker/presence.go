@@ -146,7 +146,7 @@ func (w *Worker) leaveFailed(f *schema.Failure) {
 	w.failed.Store(&err)
 	l.Error("run failed: none of its first evaluations worked; leaving once the running ones end (check this worker's evaluator and environment)")
 	w.stopOnce.Do(func() {})
-	w.fetchCancel()
+	w.stopFetching()
 }
 
 // RunPoll is how often a worker reads its run's state as a backstop.

@@ -110,7 +110,7 @@ func (w *Worker) stopTaking(left, typical time.Duration) {
 	w.walltimeOnce.Do(func() {
 		w.log.WithFields(logrus.Fields{"left": left.Round(time.Millisecond), "typical_eval": typical.Round(time.Millisecond)}).
 			Warn("walltime: too little time left for another evaluation; taking no new designs")
-		w.fetchCancel()
+		w.stopFetching()
 	})
 }
 
@@ -126,11 +126,10 @@ func (w *Worker) arrivedInTime(s *slotState, msg design) bool {
 	if ok {
 		return true
 	}
-	// Stop the other slots first, and end the worker's pull requests: one
-	// still out at the broker (a batch for two slots that brought this
-	// design and waits for the second) would take the design handed back.
+	// Stop the other slots first, and end the worker's pull requests (see
+	// stopFetching), so that the design handed back is not delivered to
+	// this worker again.
 	w.stopTaking(left, typical)
-	w.feed.close()
 	l := s.log.WithFields(logrus.Fields{"attempt": msg.Attempt(), "left": left.Round(time.Millisecond),
 		"typical_eval": typical.Round(time.Millisecond)})
 	if d, err := schema.DecodeDesign(msg.Data()); err == nil {

@@ -413,7 +413,7 @@ func (w *Worker) progressEvery() time.Duration { return max(w.ackWait/3, 10*time
 func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		w.log.WithField("busy", w.busy.Load()).Info("worker stopping: no new designs")
-		w.fetchCancel()
+		w.stopFetching()
 	})
 	select {
 	case <-w.doneCh:
@@ -430,8 +430,19 @@ func (w *Worker) Stop(ctx context.Context) error {
 // recording them: used when the run is done, so nothing running can count.
 func (w *Worker) stopNow() {
 	w.stopOnce.Do(func() {})
-	w.fetchCancel()
+	w.stopFetching()
 	w.evalCancel()
+}
+
+// stopFetching stops the slots asking for designs and ends the worker's
+// pull requests at the broker. A request still out (a batch for two
+// slots that has brought one design) would otherwise take designs for a
+// worker that evaluates no more, each handed back at the cost of a
+// delivery: a design handed back because it arrived too late for the
+// walltime came straight back to the same worker.
+func (w *Worker) stopFetching() {
+	w.fetchCancel()
+	w.feed.close()
 }
 
 // Done is closed when every slot has stopped and presence is removed.
