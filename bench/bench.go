@@ -84,6 +84,10 @@ type Config struct {
 	// has python/evoq_eval.py: the repository's, from its root and from
 	// the directories go test runs in.
 	EvalHelper string
+	// Loop is the variant of the noop workload's plain loop, one of
+	// LoopVariants; the target is judged only against LoopPlain. Defaults
+	// to LoopPlain.
+	Loop string
 	// Log receives one line as each workload starts: a full run takes
 	// minutes. Defaults to io.Discard.
 	Log io.Writer
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+	if c.Loop == "" {
+		c.Loop = LoopPlain
+	}
 	return c
 }
 
@@ -108,6 +115,9 @@ func (c Config) validate() error {
 	}
 	if _, err := os.Stat(c.Evoq); err != nil {
 		return &ConfigError{Field: "Evoq", Value: c.Evoq, Reason: err.Error()}
+	}
+	if !slices.Contains(LoopVariants, c.Loop) {
+		return &ConfigError{Field: "Loop", Value: c.Loop, Reason: fmt.Sprintf("want one of %s", strings.Join(LoopVariants, ", "))}
 	}
 	if c.Seeds < 0 {
 		return &ConfigError{Field: "Seeds", Value: strconv.Itoa(c.Seeds), Reason: "want 1 or more (0 for the default)"}

@@ -134,7 +134,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Config{Evoq: exe}.withDefaults()
-	if !reflect.DeepEqual(d.Workloads, []string{"noop", "sim"}) || d.Python != PythonDefault || d.Log == nil {
+	if !reflect.DeepEqual(d.Workloads, []string{"noop", "sim"}) || d.Python != PythonDefault || d.Log == nil || d.Loop != LoopPlain {
 		t.Errorf("defaults %+v", d)
 	}
 	for _, tc := range []struct {
@@ -148,6 +148,8 @@ func TestConfig(t *testing.T) {
 		{"missing script", Config{Evoq: exe, DaskScript: exe + ".py"}, "DaskScript"},
 		{"unknown workload", Config{Evoq: exe, Workloads: []string{"noop", "fast"}}, "Workloads"},
 		{"negative seeds", Config{Evoq: exe, Seeds: -1}, "Seeds"},
+		{"batched loop", Config{Evoq: exe, Loop: LoopBatched}, ""},
+		{"unknown loop", Config{Evoq: exe, Loop: "fast"}, "Loop"},
 		{"helper directory without the helper", Config{Evoq: exe, EvalHelper: t.TempDir()}, "EvalHelper"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -27,6 +28,7 @@ type benchCmd struct {
 	dir       string
 	seeds     int
 	helper    string
+	loop      string
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -47,6 +49,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
 	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit and zdt: seeds 1..N (default 5, 1 with --smoke)")
+	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
+		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
 	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -56,7 +60,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("find the evoq binary: %w", err)
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
-		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper}
+		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop}
 	if c.workloads != "all" {
 		cfg.Workloads = strings.Split(c.workloads, ",")
 		for i, w := range cfg.Workloads {
@@ -77,7 +81,7 @@ func benchFlagErr(err error) error {
 		return err
 	}
 	flag := map[string]string{"Workloads": "--workload", "Python": "--python", "DaskScript": "--dask-script",
-		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper"}[ce.Field]
+		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper", "Loop": "--loop"}[ce.Field]
 	if flag == "" {
 		return err
 	}
@@ -104,10 +108,10 @@ func (c *benchCmd) print(rep *bench.Report) error {
 		case r.Evoq != nil:
 			printEvoqRow(w, r)
 			if b := r.Bound; b != nil {
-				fmt.Fprintf(w, "  plain nats.go loop\t%d slots in %d processes, %d evaluations a round, evoq then the loop, %d rounds\n", b.Slots, b.Procs, b.Budget, b.Rounds)
+				fmt.Fprintf(w, "  plain nats.go loop (%s)\t%d slots in %d processes, %d evaluations a round, evoq then the loop, %d rounds\n", b.Variant, b.Slots, b.Procs, b.Budget, b.Rounds)
 				for i := range b.Evoq {
-					fmt.Fprintf(w, "  round %d\tevoq %g/s, %g µs CPU each\tloop %g/s, %g µs CPU each\t%.3gx\n",
-						i+1, b.Evoq[i], b.EvoqCPUUs[i], b.Loop[i], b.LoopCPUUs[i], b.Evoq[i]/b.Loop[i])
+					fmt.Fprintf(w, "  round %d\tevoq %g/s, %g µs CPU each\tloop %g/s, %g µs CPU each, results in %d messages\t%.3gx\n",
+						i+1, b.Evoq[i], b.EvoqCPUUs[i], b.Loop[i], b.LoopCPUUs[i], b.ResultMsgs[i], b.Evoq[i]/b.Loop[i])
 				}
 				fmt.Fprintf(w, "  evoq / loop (median)\t%gx\n", b.Share)
 			}
@@ -310,6 +314,7 @@ func (c *benchCmd) loopWorker(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench "+bench.LoopWorkerCommand, "One worker process of the noop workload's plain nats.go loop; evoq bench starts it.", c.env.Stderr)
 	url := fs.String("nats", "", "the broker's URL")
 	slots := fs.Int("slots", 4, "slots")
+	variant := fs.String("variant", bench.LoopPlain, "the loop's variant: "+strings.Join(bench.LoopVariants, ", "))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -319,7 +324,10 @@ func (c *benchCmd) loopWorker(ctx context.Context, args []string) error {
 	if *slots < 1 {
 		return usageErr("--slots %d: want 1 or more", *slots)
 	}
-	err := bench.LoopWorker(ctx, *url, *slots)
+	if !slices.Contains(bench.LoopVariants, *variant) {
+		return usageErr("--variant %s: want one of %s", *variant, strings.Join(bench.LoopVariants, ", "))
+	}
+	err := bench.LoopWorker(ctx, *url, *variant, *slots)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
