@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -52,6 +53,8 @@ type feeder struct {
 	// closeOnce: the feed is closed once, by the first of the worker's
 	// end and a slot that stops the worker taking designs (walltime).
 	closeOnce sync.Once
+	// asks counts the slots' requests for a design, for tests.
+	asks atomic.Uint64
 
 	// The dispatcher's own state.
 	waiters    []*waiter
@@ -146,28 +149,29 @@ func handBackOrIgnore(nc *nats.Conn, m *nats.Msg) {
 	}
 }
 
-// next waits for one design for a free slot, until ctx ends.
-func (f *feeder) next(ctx context.Context) (*nats.Msg, error) {
+// next waits for one design for a free slot, until ctx ends or wake is
+// closed. A free slot waits with no timer of its own: the dispatcher
+// renews the pull requests, and what must stop a waiting slot ends ctx
+// (Stop, the walltime) or closes wake (a quarantine order), so that 1,000
+// idle slots cost nothing until a design comes.
+func (f *feeder) next(ctx context.Context, wake <-chan struct{}) (*nats.Msg, error) {
 	w := &waiter{ch: make(chan pulled, 1)}
 	select {
 	case f.ask <- w:
+		f.asks.Add(1)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-f.done:
 		return nil, errFeederClosed
 	}
-	// Back to the slot after FetchWait with none, so that it checks its
-	// walltime and quarantine before it asks again.
-	timer := time.NewTimer(f.expires)
-	defer timer.Stop()
-	timedOut := false
+	woken := false
 	select {
 	case p := <-w.ch:
 		return p.m, p.err
 	case <-ctx.Done():
 	case <-f.done:
-	case <-timer.C:
-		timedOut = true
+	case <-wake:
+		woken = true
 	}
 	// Given up: the dispatcher forgets the waiter, unless it already
 	// handed it a design, which is then in its channel: returned, the
@@ -186,15 +190,16 @@ func (f *feeder) next(ctx context.Context) (*nats.Msg, error) {
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case timedOut:
-		return nil, errNoDesign
+	case woken:
+		return nil, errWoken
 	}
 	return nil, errFeederClosed
 }
 
-// errNoDesign means a slot waited FetchWait for a design and none came:
-// nothing was queued. The slot asks again.
-var errNoDesign = errors.New("no design queued")
+// errWoken means a slot stopped waiting for a design because something
+// it checks before it asks changed (a quarantine order). The slot checks
+// again, and asks again unless it must stop.
+var errWoken = errors.New("woken while waiting for a design")
 
 var errFeederClosed = errors.New("the worker's design feed is closed")
 

@@ -41,6 +41,20 @@ type quarantine struct {
 	slots   map[int]bool
 	lastErr map[int]string // each slot's last failed evaluation's error
 	reason  string
+	// wake is closed, and replaced, when slots are quarantined: the free
+	// slots waiting for a design wake and check whether they still may.
+	wake chan struct{}
+}
+
+// wakeChan is what a free slot waits on beside its design: closed when
+// slots are quarantined.
+func (q *quarantine) wakeChan() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.wake == nil {
+		q.wake = make(chan struct{})
+	}
+	return q.wake
 }
 
 // isQuarantined reports whether slot i is quarantined.
@@ -103,6 +117,10 @@ func (w *Worker) onControl(c *schema.Control) {
 	}
 	w.q.reason = c.Reason
 	all := len(w.q.slots) == w.cfg.Slots
+	if len(added) > 0 && w.q.wake != nil {
+		close(w.q.wake) // a quarantined slot that waits stops now, not at its next design
+		w.q.wake = nil
+	}
 	w.q.mu.Unlock()
 	for _, i := range added {
 		l := w.log.WithFields(logrus.Fields{"slot": i, "host": w.cfg.Host, "reason": c.Reason})

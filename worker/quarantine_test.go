@@ -118,3 +118,52 @@ func TestWorkerQuarantine(t *testing.T) {
 		t.Errorf("presence %+v kept after the worker left", p)
 	}
 }
+
+// A free slot waits for its design without a timer of its own: over many
+// FetchWaits on an empty queue it asks once, and the dispatcher alone
+// renews the pull requests. A quarantine order wakes the waiting slots at
+// once, and the quarantined one stops asking.
+func TestIdleSlotsWaitUntilWoken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const run, id, slots = "idle-wait", "w-idle", 3
+	b.declare(t, run, broker.ConsumerConfig{Slots: slots})
+	g := newGate()
+	w := b.start(t, Config{Run: run, ID: id, Slots: slots, Evaluator: g, FetchWait: 100 * time.Millisecond})
+	testutil.WaitFor(t, 10*time.Second, "every slot waiting", func() bool {
+		_, waiting := w.feed.asked()
+		return waiting == slots
+	})
+	// Twenty FetchWaits: the requests out are renewed, the slots not.
+	renewed := b.consumer(t, run).NumWaiting
+	time.Sleep(20 * w.cfg.FetchWait)
+	if n := w.feed.asks.Load(); n != slots {
+		t.Errorf("%d asks for a design by %d idle slots over 20 FetchWaits, want one each", n, slots)
+	}
+	if n := b.consumer(t, run).NumWaiting; n < 1 || renewed < 1 {
+		t.Errorf("pull requests at the broker: %d, then %d; want the dispatcher to keep one out", renewed, n)
+	}
+
+	data, err := schema.EncodeControl(&schema.Control{Run: run, Worker: id, Quarantine: []int{1},
+		Reason: "failed its last designs", Sent: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.NC.Publish(schema.ControlSubject(run, id), data); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the quarantined slot to stop waiting", func() bool {
+		_, waiting := w.feed.asked()
+		return waiting == slots-1
+	})
+	b.publish(t, run, 1, slots)
+	for range slots - 1 {
+		if s := g.waitStarted(t); s.Slot == 1 {
+			t.Fatalf("the quarantined slot took design %s", s.Design.ID)
+		}
+	}
+	if info := b.consumer(t, run); info.NumPending+uint64(info.NumAckPending) != slots {
+		t.Errorf("%d queued and %d taken, want %d designs between them", info.NumPending, info.NumAckPending, slots)
+	}
+	close(g.release)
+}

@@ -56,13 +56,13 @@ func (s *slotState) waitStored() {
 // next waits for exactly one design, pulled for this slot by the
 // worker's feeder.
 func (w *Worker) next(s *slotState) (design, error) {
-	m, err := w.feed.next(w.fetchCtx)
+	m, err := w.feed.next(w.fetchCtx, w.q.wakeChan())
 	return design{m, w.js.Conn()}, err
 }
 
 func (w *Worker) fetchFailed(s *slotState, err error) {
-	if w.fetchCtx.Err() != nil || errors.Is(err, errNoDesign) {
-		return // nothing queued: ask again
+	if w.fetchCtx.Err() != nil || errors.Is(err, errWoken) {
+		return // the slot loop checks why, and asks again unless it stops
 	}
 	if time.Since(s.lastErrLog) > 10*time.Second {
 		s.log.WithError(err).Warn("fetching a design failed; retrying")

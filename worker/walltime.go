@@ -117,7 +117,7 @@ func (w *Worker) stopTaking(left, typical time.Duration) {
 // arrivedInTime checks the walltime again when a design arrives, before it
 // is started. The check before the pull request is not enough: a slot asks
 // for its next design while its previous result is being stored, and on an
-// empty queue the request may wait a whole FetchWait, so the design can
+// empty queue a free slot waits until a design comes, so the design can
 // come when it can no longer finish. Such a design is handed back at once,
 // unevaluated, for a worker with time left; it is not kept until the hard
 // stop, where it would only be cancelled.
