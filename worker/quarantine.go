@@ -46,15 +46,20 @@ type quarantine struct {
 	wake chan struct{}
 }
 
-// wakeChan is what a free slot waits on beside its design: closed when
-// slots are quarantined.
-func (q *quarantine) wakeChan() <-chan struct{} {
+// mayAsk reports whether slot i may ask for a design, and if so returns
+// what it waits on beside the design: a channel closed when slots are
+// quarantined. Both under one lock, so that an order that comes after the
+// check closes the channel the slot waits on.
+func (q *quarantine) mayAsk(i int) (<-chan struct{}, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.slots[i] {
+		return nil, false
+	}
 	if q.wake == nil {
 		q.wake = make(chan struct{})
 	}
-	return q.wake
+	return q.wake, true
 }
 
 // isQuarantined reports whether slot i is quarantined.

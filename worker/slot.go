@@ -20,8 +20,12 @@ func (w *Worker) slot(i int) {
 	s := &slotState{index: i, log: w.log.WithField("slot", i)}
 	defer s.waitStored()
 	// A quarantined slot stops before it asks for its next design.
-	for w.fetchCtx.Err() == nil && w.walltimeAllows() && !w.isQuarantined(i) {
-		msg, err := w.next(s)
+	for w.fetchCtx.Err() == nil && w.walltimeAllows() {
+		wake, ok := w.q.mayAsk(i)
+		if !ok {
+			return
+		}
+		msg, err := w.next(s, wake)
 		if err != nil {
 			w.fetchFailed(s, err)
 			continue
@@ -54,9 +58,9 @@ func (s *slotState) waitStored() {
 }
 
 // next waits for exactly one design, pulled for this slot by the
-// worker's feeder.
-func (w *Worker) next(s *slotState) (design, error) {
-	m, err := w.feed.next(w.fetchCtx, w.q.wakeChan())
+// worker's feeder, until the worker stops fetching or wake is closed.
+func (w *Worker) next(s *slotState, wake <-chan struct{}) (design, error) {
+	m, err := w.feed.next(w.fetchCtx, wake)
 	return design{m, w.js.Conn()}, err
 }
 
