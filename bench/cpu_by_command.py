@@ -28,7 +28,7 @@ def evoq_processes():
             continue
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            if not cmd[0].endswith(b"evoq"):
+            if not os.path.basename(cmd[0]).startswith(b"evoq"):  # evoq, or a copy named evoq-*
                 continue
             stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
             out[pid] = (cmd[1].decode() if len(cmd) > 1 else "?", int(stat[11]) + int(stat[12]))
