@@ -153,7 +153,7 @@ func handBackOrIgnore(nc *nats.Conn, m *nats.Msg) {
 // closed. A free slot waits with no timer of its own: the dispatcher
 // renews the pull requests, and what must stop a waiting slot ends ctx
 // (Stop, the walltime) or closes wake (a quarantine order), so that 1,000
-// idle slots cost nothing until a design comes.
+// idle slots wake no thread until a design comes.
 func (f *feeder) next(ctx context.Context, wake <-chan struct{}) (*nats.Msg, error) {
 	w := &waiter{ch: make(chan pulled, 1)}
 	select {
