@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/evoq/evoq/schema"
@@ -48,16 +47,15 @@ type feeder struct {
 	ask   chan *waiter // a slot is free
 	drop  chan *waiter // a slot stops waiting
 	done  chan struct{}
-	query chan chan [2]int
+	query chan chan [3]int
 	wg    sync.WaitGroup
 	// closeOnce: the feed is closed once, by the first of the worker's
 	// end and a slot that stops the worker taking designs (walltime).
 	closeOnce sync.Once
-	// asks counts the slots' requests for a design, for tests.
-	asks atomic.Uint64
 
 	// The dispatcher's own state.
 	waiters    []*waiter
+	asks       int // slots' asks for a design so far, for tests
 	seq        uint64
 	reconnects uint64
 	holdUntil  time.Time // after a refusal, no request before then
@@ -117,7 +115,7 @@ func newFeeder(nc *nats.Conn, run string, expires time.Duration, log logrus.Fiel
 	f := &feeder{nc: nc, expires: expires, log: log,
 		subject: fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", schema.DesignStream, schema.ConsumerName(run)),
 		in:      make(chan laneMsg, 256), ask: make(chan *waiter), drop: make(chan *waiter), done: make(chan struct{}),
-		query: make(chan chan [2]int)}
+		query: make(chan chan [3]int)}
 	for k := range f.lanes {
 		l := &f.lanes[k]
 		l.inbox = nc.NewInbox()
@@ -158,7 +156,6 @@ func (f *feeder) next(ctx context.Context, wake <-chan struct{}) (*nats.Msg, err
 	w := &waiter{ch: make(chan pulled, 1)}
 	select {
 	case f.ask <- w:
-		f.asks.Add(1)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-f.done:
@@ -213,6 +210,7 @@ func (f *feeder) run() {
 		select {
 		case w := <-f.ask:
 			f.waiters = append(f.waiters, w)
+			f.asks++
 		case w := <-f.drop:
 			if i := slices.Index(f.waiters, w); i >= 0 {
 				f.waiters = slices.Delete(f.waiters, i, i+1)
@@ -220,7 +218,7 @@ func (f *feeder) run() {
 		case lm := <-f.in:
 			f.receive(lm.lane, lm.m)
 		case q := <-f.query:
-			q <- [2]int{f.covered(), len(f.waiters)}
+			q <- [3]int{f.covered(), len(f.waiters), f.asks}
 		case <-tick.C:
 		case <-f.done:
 			return
@@ -323,13 +321,23 @@ func (f *feeder) request() {
 // asked is the number of designs the requests out cover and the number of
 // slots waiting, for tests.
 func (f *feeder) asked() (covered, waiting int) {
-	q := make(chan [2]int, 1)
+	v := f.state()
+	return v[0], v[1]
+}
+
+// askCount is the number of times slots have asked for a design, for
+// tests.
+func (f *feeder) askCount() int { return f.state()[2] }
+
+// state is the dispatcher's covered, waiting and asks; zeros once the
+// feed is closed.
+func (f *feeder) state() [3]int {
+	q := make(chan [3]int, 1)
 	select {
 	case f.query <- q:
-		v := <-q
-		return v[0], v[1]
+		return <-q
 	case <-f.done:
-		return 0, 0
+		return [3]int{}
 	}
 }
 

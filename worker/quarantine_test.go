@@ -136,7 +136,7 @@ func TestIdleSlotsWaitUntilWoken(t *testing.T) {
 	})
 	// Twenty FetchWaits: the requests out are renewed, the slots not.
 	time.Sleep(20 * w.cfg.FetchWait)
-	if n := w.feed.asks.Load(); n != slots {
+	if n := w.feed.askCount(); n != slots {
 		t.Errorf("%d asks for a design by %d idle slots over 20 FetchWaits, want one each", n, slots)
 	}
 	testutil.WaitFor(t, 10*time.Second, "a pull request renewed at the broker", func() bool {
