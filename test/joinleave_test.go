@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A worker that joins a run in progress has every one of its slots fed
@@ -78,7 +80,10 @@ func TestLeaveDrain(t *testing.T) {
 		"--eval-cmd", `sleep 5; echo '{"fitness": 1}'`)
 	_, js := connectJS(t, url)
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(a.stderr.String(), "worker joined run") })
-	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == 2 }) // both slots evaluating
+	// Both slots evaluating: delivered, and started (a delivered design's
+	// start is taken a moment later, so ackPending alone can see the
+	// SIGTERM come first).
+	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == 2 && busySlots(t, js, run, "a") == 2 })
 	sig := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -193,4 +198,24 @@ func TestLeaveDrainTimeout(t *testing.T) {
 			t.Logf("a left %s after the first SIGTERM; %v evaluated again by b", left.Round(time.Millisecond), handedBack)
 		})
 	}
+}
+
+// busySlots is the number of busy slots worker's last heartbeat in run
+// reported; 0 before its first.
+func busySlots(t *testing.T, js jetstream.JetStream, run, worker string) int {
+	t.Helper()
+	ctx := testutil.Context(t, 10*time.Second)
+	kv, err := js.KeyValue(ctx, schema.PresenceBucket)
+	if err != nil {
+		return 0 // not created yet
+	}
+	e, err := kv.Get(ctx, schema.PresenceKey(run, worker))
+	if err != nil {
+		return 0
+	}
+	p, err := schema.DecodePresence(e.Value())
+	if err != nil {
+		t.Fatalf("presence of %s: %v", worker, err)
+	}
+	return p.Busy
 }

@@ -155,14 +155,13 @@ func TestIdleSlotsWaitUntilWoken(t *testing.T) {
 		_, waiting := w.feed.asked()
 		return waiting == slots-1
 	})
+	// The request out may still cover the quarantined slot and bring a
+	// design for it: handed back, it goes to a slot that frees.
 	b.publish(t, run, 1, slots)
-	for range slots - 1 {
-		if s := g.waitStarted(t); s.Slot == 1 {
-			t.Fatalf("the quarantined slot took design %s", s.Design.ID)
+	close(g.release)
+	for _, r := range b.results(t, run, slots) {
+		if r.Slot == 1 {
+			t.Errorf("the quarantined slot evaluated design %s", r.DesignID)
 		}
 	}
-	if info := b.consumer(t, run); info.NumPending+uint64(info.NumAckPending) != slots {
-		t.Errorf("%d queued and %d taken, want %d designs between them", info.NumPending, info.NumAckPending, slots)
-	}
-	close(g.release)
 }
