@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
@@ -45,8 +46,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build evoq:", err)
 		os.Exit(1)
 	}
+	_, before := os.Stat(broker.DirDefault)
 	code := m.Run()
 	os.RemoveAll(dir)
+	// A test that ran evoq without --dir leaves the default store here,
+	// in the source tree, where it is easily committed: name it.
+	if _, err := os.Stat(broker.DirDefault); err == nil && before != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: a test ran evoq without --dir: it left %s in test/\n", broker.DirDefault)
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
