@@ -102,7 +102,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 		return
 	}
 	w.busy.Add(1)
-	stopProgress := w.inProgress(msg) // through the store too: it may wait out a broker restart
+	stopProgress := w.prog.add(msg) // through the store too: it may wait out a broker restart
 	files := w.ckpt.prepare(w.evalCtx, s.log, d, w.fileTag(s.index, d, attempt))
 	res, handBack := w.evaluate(s, msg, d, attempt, start, files)
 	w.busy.Add(-1)
@@ -297,28 +297,6 @@ func (w *Worker) evalContext() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(w.evalCtx, w.cfg.EvalTimeout)
 	}
 	return context.WithCancel(w.evalCtx)
-}
-
-// inProgress tells the broker every AckWait/3 that the design is still
-// being worked on, so a long evaluation is not redelivered while its
-// worker lives. It returns the function that stops it.
-func (w *Worker) inProgress(msg design) func() {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(w.progressEvery())
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // store publishes res and waits for the broker's confirmation, retrying

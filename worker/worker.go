@@ -214,6 +214,7 @@ type Worker struct {
 	fetchCancel context.CancelFunc
 	// feed pulls designs for the slots.
 	feed       *feeder
+	prog       *progress // the InProgress of the designs being evaluated
 	evalCtx    context.Context // cancelled by a hard stop: running evaluations end
 	evalCancel context.CancelFunc
 	slots      sync.WaitGroup
@@ -295,11 +296,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.feed, err = newFeeder(w.js.Conn(), w.cfg.Run, w.cfg.FetchWait, w.log); err != nil {
 		return err
 	}
+	w.prog = newProgress(w.progressEvery(), design.InProgress)
 	for i := range w.cfg.Slots {
 		w.slots.Add(1)
 		go w.slot(i)
 	}
-	w.bg.Add(3)
+	w.bg.Add(4)
+	go func() { defer w.bg.Done(); w.prog.run(w.slotsDone) }()
 	go w.presence()
 	go w.watchRun()
 	go w.watchWalltime()
