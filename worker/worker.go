@@ -214,7 +214,7 @@ type Worker struct {
 	fetchCancel context.CancelFunc
 	// feed pulls designs for the slots.
 	feed       *feeder
-	prog       *progress // the InProgress of the designs being evaluated
+	prog       *progress       // the InProgress of the designs being evaluated
 	evalCtx    context.Context // cancelled by a hard stop: running evaluations end
 	evalCancel context.CancelFunc
 	slots      sync.WaitGroup
