@@ -201,11 +201,16 @@ var errWoken = errors.New("woken while waiting for a design")
 var errFeederClosed = errors.New("the worker's design feed is closed")
 
 // run is the dispatcher: it pairs designs with waiting slots and keeps
-// requests out covering them.
+// requests out covering them. It wakes on events (a slot asks or stops
+// waiting, a message arrives, the connection is back) and otherwise only
+// when something is due (see nextCheck): a worker whose slots are all busy
+// wakes no thread until one is free.
 func (f *feeder) run() {
 	defer f.wg.Done()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	status := f.nc.StatusChanged(nats.CONNECTED)
+	defer f.nc.RemoveStatusListener(status)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		select {
 		case w := <-f.ask:
@@ -219,12 +224,50 @@ func (f *feeder) run() {
 			f.receive(lm.lane, lm.m)
 		case q := <-f.query:
 			q <- [3]int{f.covered(), len(f.waiters), f.asks}
-		case <-tick.C:
+		case <-status: // reconnected: the requests out went with the old connection
+		case <-timer.C:
 		case <-f.done:
 			return
 		}
 		f.request()
+		if d, ok := f.nextCheck(time.Now()); ok {
+			timer.Reset(d)
+		} else {
+			timer.Stop()
+		}
 	}
+}
+
+// retryEvery is how often the dispatcher tries again to cover waiting
+// slots when it could not (no connection, a request that failed to go).
+const retryEvery = 250 * time.Millisecond
+
+// nextCheck is how long until the dispatcher must look again with no
+// event, and false if nothing is due: the end of a hold after a refusal, a
+// request whose answer is overdue, or waiting slots that no request could
+// cover yet.
+func (f *feeder) nextCheck(now time.Time) (time.Duration, bool) {
+	next, ok := time.Duration(0), false
+	at := func(d time.Duration) {
+		if !ok || d < next {
+			next, ok = max(d, 0), true
+		}
+	}
+	for k := range f.lanes {
+		if r := f.lanes[k].cur; r != nil {
+			at(r.deadline.Sub(now))
+		}
+	}
+	// Slots waiting uncovered with a lane free: held, or the request
+	// could not go. With both lanes out, a request's end is an event.
+	if len(f.waiters) > f.covered() && slices.ContainsFunc(f.lanes[:], func(l lane) bool { return l.cur == nil }) {
+		if now.Before(f.holdUntil) {
+			at(f.holdUntil.Sub(now))
+		} else {
+			at(retryEvery)
+		}
+	}
+	return next, ok
 }
 
 // covered is the number of designs the requests out still cover.
@@ -314,7 +357,7 @@ func (f *feeder) request() {
 		if err := f.nc.PublishRequest(f.subject, r.subject, body); err == nil {
 			l.cur = r
 		}
-		return // asked again at the next event or tick if it failed
+		return // asked again at the next event, or after retryEvery, if it failed
 	}
 }
 
