@@ -46,12 +46,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build evoq:", err)
 		os.Exit(1)
 	}
-	_, before := os.Stat(broker.DirDefault)
+	_, err = os.Stat(broker.DirDefault)
+	leftBefore := err == nil
 	code := m.Run()
 	os.RemoveAll(dir)
 	// A test that ran evoq without --dir leaves the default store here,
 	// in the source tree, where it is easily committed: name it.
-	if _, err := os.Stat(broker.DirDefault); err == nil && before != nil {
+	if _, err := os.Stat(broker.DirDefault); err == nil && !leftBefore {
 		fmt.Fprintf(os.Stderr, "FAIL: a test ran evoq without --dir: it left %s in test/\n", broker.DirDefault)
 		if code == 0 {
 			code = 1

@@ -229,8 +229,9 @@ func (f *feeder) run() {
 		case <-f.done:
 			return
 		}
-		f.request()
-		if d, ok := f.nextCheck(time.Now()); ok {
+		now := time.Now()
+		f.request(now)
+		if d, ok := f.nextCheck(now); ok {
 			timer.Reset(d)
 		} else {
 			timer.Stop()
@@ -339,8 +340,7 @@ func (f *feeder) expire(now time.Time) {
 
 // request sends a pull request, on a free lane, for the waiting slots
 // that the requests out do not cover.
-func (f *feeder) request() {
-	now := time.Now()
+func (f *feeder) request(now time.Time) {
 	f.expire(now)
 	n := len(f.waiters) - f.covered()
 	if n <= 0 || !f.nc.IsConnected() || now.Before(f.holdUntil) {
