@@ -52,9 +52,13 @@ type Scale struct {
 	LiveMax    int     `json:"live_max"`
 	SlotsUsed  int     `json:"slots_used"`
 	UtilSteady float64 `json:"util_steady"`
-	GapP99Ms   float64 `json:"gap_p99_ms"`
-	EvalsPerS  float64 `json:"evals_per_s"`
-	WallS      float64 `json:"wall_s"`
+	// IdleBeforeFirst is the part of 1 - UtilSteady spent by slots waiting
+	// for their first design (the controller's summary); the rest is spent
+	// between designs.
+	IdleBeforeFirst float64 `json:"idle_before_first"`
+	GapP99Ms        float64 `json:"gap_p99_ms"`
+	EvalsPerS       float64 `json:"evals_per_s"`
+	WallS           float64 `json:"wall_s"`
 	// ControllerCPUS is the controller process's CPU time (user and
 	// system) over its life; CPUPerResultUs that over Evaluations.
 	ControllerCPUS float64 `json:"controller_cpu_s"`
@@ -196,6 +200,7 @@ func (r *runner) runScale(ctx context.Context, sp scaleSpec) (*Scale, error) {
 func (s *Scale) fill(sum *controller.Summary, cpu time.Duration) {
 	s.Evaluations, s.SlotsUsed, s.UtilSteady, s.LiveMax = sum.Evaluations, sum.SlotsUsed, sum.UtilSteady, sum.Slots
 	s.GapP99Ms, s.EvalsPerS, s.WallS = sum.GapP99Ms, sum.EvalsPerS, sum.WallS
+	s.IdleBeforeFirst = sum.IdleBeforeFirst
 	s.ControllerCPUS = sig4(cpu.Seconds())
 	if sum.Evaluations > 0 {
 		s.CPUPerResultUs = sig4(cpu.Seconds() * 1e6 / float64(sum.Evaluations))

@@ -17,7 +17,7 @@ type Stats struct {
 	busy        time.Duration
 	recent      []interval // the latest results, to clip busy time at lastStart
 	next        int
-	slotsUsed   map[slotKey]struct{}
+	slotsUsed   map[slotKey]time.Time // each slot's first start
 	gaps        histogram
 }
 
@@ -36,7 +36,7 @@ const recentKeep = 1 << 16
 
 // NewStats returns empty statistics.
 func NewStats() *Stats {
-	return &Stats{slotsUsed: map[slotKey]struct{}{}, recent: make([]interval, 0, 256)}
+	return &Stats{slotsUsed: map[slotKey]time.Time{}, recent: make([]interval, 0, 256)}
 }
 
 // Add records one counted result. Lost results have no timing.
@@ -52,7 +52,10 @@ func (s *Stats) Add(r *schema.Result) {
 		s.lastStart = r.Start
 	}
 	s.busy += r.Stop.Sub(r.Start)
-	s.slotsUsed[slotKey{r.Worker, r.Slot}] = struct{}{}
+	k := slotKey{r.Worker, r.Slot}
+	if first, ok := s.slotsUsed[k]; !ok || r.Start.Before(first) {
+		s.slotsUsed[k] = r.Start
+	}
 	s.remember(interval{r.Start, r.Stop})
 	if r.Gap >= 0 {
 		s.gaps.add(r.Gap)
@@ -93,6 +96,23 @@ func (s *Stats) Utilization(slots int) float64 {
 		}
 	}
 	return busy.Seconds() / (float64(slots) * w.Seconds())
+}
+
+// BeforeFirst is the share of slots × window that the slots spent before
+// their first design: what Utilization lacks of 1 through the start (the
+// designs handed out one slot after another) rather than between designs.
+// A slot that never evaluated is counted for the whole window.
+func (s *Stats) BeforeFirst(slots int) float64 {
+	w := s.Window()
+	if w <= 0 || slots < 1 {
+		return 0
+	}
+	var before time.Duration
+	for _, first := range s.slotsUsed {
+		before += first.Sub(s.firstStart)
+	}
+	before += time.Duration(max(slots-len(s.slotsUsed), 0)) * w
+	return before.Seconds() / (float64(slots) * w.Seconds())
 }
 
 // GapQuantile is the q-quantile of the time from storing one result to

@@ -145,6 +145,70 @@ func TestUtilization(t *testing.T) {
 	}
 }
 
+// TestBeforeFirst splits what utilization lacks of 1 into the time slots
+// waited for their first design and the time between designs.
+func TestBeforeFirst(t *testing.T) {
+	t.Parallel()
+	late := func(w string, slot int, from, to float64) []eval { // back to back, 1 s each, from..to
+		var out []eval
+		for x := from; x < to; x++ {
+			out = append(out, eval{worker: w, slot: slot, start: x, stop: x + 1, gap: -1})
+		}
+		return out
+	}
+	tests := []struct {
+		name              string
+		stats             *Stats
+		slots             int
+		util, beforeFirst float64
+	}{
+		{
+			// window 0..9: slot 0 busy all of it, slot 1 from 4.
+			name:  "a slot that starts late",
+			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 4, 10)),
+			slots: 2, util: 14.0 / 18, beforeFirst: 4.0 / 18,
+		},
+		{
+			name:  "results out of order",
+			stats: statsOf(late("a", 1, 7, 10), late("a", 0, 0, 10), late("a", 1, 4, 7)),
+			slots: 2, util: 14.0 / 18, beforeFirst: 4.0 / 18,
+		},
+		{
+			name:  "a live slot that never evaluated waits the whole window",
+			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 4, 10)),
+			slots: 3, util: 14.0 / 27, beforeFirst: 13.0 / 27,
+		},
+		{
+			// slot 1 starts at 2, then idles 5..7: 2 s before its first
+			// design, 2 s between designs.
+			name:  "waiting before the first design and between designs",
+			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 2, 5), late("a", 1, 7, 10)),
+			slots: 2, util: 14.0 / 18, beforeFirst: 2.0 / 18,
+		},
+		{
+			name:  "every slot starts at once",
+			stats: statsOf(late("a", 0, 0, 10), late("b", 0, 0, 10)),
+			slots: 2, util: 1, beforeFirst: 0,
+		},
+		{
+			name:  "no window",
+			stats: statsOf([]eval{{worker: "a", start: 0, stop: 5}}),
+			slots: 2, util: 0, beforeFirst: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.stats.Utilization(tt.slots); math.Abs(got-tt.util) > 1e-9 {
+				t.Errorf("Utilization(%d) = %.6f, want %.6f", tt.slots, got, tt.util)
+			}
+			if got := tt.stats.BeforeFirst(tt.slots); math.Abs(got-tt.beforeFirst) > 1e-9 {
+				t.Errorf("BeforeFirst(%d) = %.6f, want %.6f", tt.slots, got, tt.beforeFirst)
+			}
+		})
+	}
+}
+
 // TestUtilizationManySlots is a steady state of 50 slots with a fixed idle
 // gap, beyond the ring's first growth.
 func TestUtilizationManySlots(t *testing.T) {

@@ -47,10 +47,14 @@ type Summary struct {
 	Slots      int     `json:"slots"`
 	SlotsUsed  int     `json:"slots_used"`
 	UtilSteady float64 `json:"util_steady"`
-	GapP50Ms   float64 `json:"gap_p50_ms"`
-	GapP99Ms   float64 `json:"gap_p99_ms"`
-	PoolSize   int     `json:"pool_size"`
-	PoolDigest string  `json:"pool_digest"`
+	// IdleBeforeFirst is the share of the slot-time in util_steady's
+	// window that slots spent waiting for their first design; the rest of
+	// what util_steady lacks of 1 is spent between designs.
+	IdleBeforeFirst float64 `json:"idle_before_first"`
+	GapP50Ms        float64 `json:"gap_p50_ms"`
+	GapP99Ms        float64 `json:"gap_p99_ms"`
+	PoolSize        int     `json:"pool_size"`
+	PoolDigest      string  `json:"pool_digest"`
 	// Replay is what this controller found in the results stream at start;
 	// nil when the run started fresh.
 	Replay *Replay `json:"replay,omitempty"`
@@ -167,6 +171,7 @@ func (c *Controller) Summary() *Summary {
 	// short of it when heartbeats come late (a loaded broker), and
 	// utilization over too few slots would pass 1.
 	s.UtilSteady = round(st.Utilization(max(s.Slots, s.SlotsUsed)), 4)
+	s.IdleBeforeFirst = round(st.BeforeFirst(max(s.Slots, s.SlotsUsed)), 4)
 	s.Retried = f.Tally().Retries()
 	for _, q := range f.Tally().Quarantined() {
 		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))
@@ -208,7 +213,7 @@ func (s *Summary) Fields() logrus.Fields {
 	f := logrus.Fields{"evaluations": s.Evaluations, "ok": s.OK, "infeasible": s.Infeasible,
 		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "retried": s.Retried, "wall_s": s.WallS,
 		"evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
-		"util_steady": s.UtilSteady, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
+		"util_steady": s.UtilSteady, "idle_before_first": s.IdleBeforeFirst, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
 		"pool_digest": s.PoolDigest}
 	if s.BestFitness != nil {
 		f["best_fitness"] = *s.BestFitness

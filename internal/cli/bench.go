@@ -341,7 +341,8 @@ func printScale(w io.Writer, s *bench.Scale) {
 	}
 	fmt.Fprintf(w, ")\n")
 	fmt.Fprintf(w, "  evaluations\t%d of %d, %g/s over %g s\n", s.Evaluations, s.Budget, s.EvalsPerS, s.WallS)
-	fmt.Fprintf(w, "  util_steady\t%g\n", s.UtilSteady)
+	fmt.Fprintf(w, "  util_steady\t%g (idle %.4f: %.4f waiting for a slot's first design, %.4f between designs)\n", s.UtilSteady,
+		1-s.UtilSteady, s.IdleBeforeFirst, max(1-s.UtilSteady-s.IdleBeforeFirst, 0))
 	fmt.Fprintf(w, "  gap_p99_ms\t%g\n", s.GapP99Ms)
 	fmt.Fprintf(w, "  controller CPU\t%g s, %g µs a result\n", s.ControllerCPUS, s.CPUPerResultUs)
 	fmt.Fprintf(w, "  peak RSS\tcontroller %g MB, broker %g MB, largest worker %g MB\n", s.ControllerRSSMB, s.BrokerRSSMB, s.WorkerRSSMB)
