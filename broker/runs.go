@@ -15,6 +15,12 @@ import (
 // delivers them all: a Get per key would cost a round trip per worker
 // of a large presence bucket.
 func LastValues(ctx context.Context, js jetstream.JetStream, bucket string) ([]jetstream.KeyValueEntry, error) {
+	return LastValuesOf(ctx, js, bucket, jetstream.AllKeys)
+}
+
+// LastValuesOf is LastValues for the keys that match keys, a subject
+// filter such as "run.*".
+func LastValuesOf(ctx context.Context, js jetstream.JetStream, bucket, keys string) ([]jetstream.KeyValueEntry, error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
@@ -22,7 +28,7 @@ func LastValues(ctx context.Context, js jetstream.JetStream, bucket string) ([]j
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	w, err := kv.Watch(ctx, keys, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
 	}

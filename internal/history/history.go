@@ -332,23 +332,12 @@ type PresenceEntry struct {
 // presence bucket (they expire after broker.PresenceTTL); entries that do
 // not decode are skipped.
 func (r *Reader) Presence(ctx context.Context, run string) ([]PresenceEntry, error) {
-	kv, err := r.js.KeyValue(ctx, schema.PresenceBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
+	entries, err := broker.LastValuesOf(ctx, r.js, schema.PresenceBucket, run+".*")
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", schema.PresenceBucket, err)
-	}
-	keys, err := kv.ListKeysFiltered(ctx, run+".*")
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", schema.PresenceBucket, err)
+		return nil, err
 	}
 	var out []PresenceEntry
-	for key := range keys.Keys() {
-		e, err := kv.Get(ctx, key)
-		if err != nil {
-			continue
-		}
+	for _, e := range entries {
 		if p, err := schema.DecodePresence(e.Value()); err == nil {
 			out = append(out, PresenceEntry{Presence: *p, Stored: e.Created()})
 		}
