@@ -170,8 +170,9 @@ func (c *Controller) Summary() *Summary {
 	// A slot that evaluated was live: the largest live count seen can be
 	// short of it when heartbeats come late (a loaded broker), and
 	// utilization over too few slots would pass 1.
-	s.UtilSteady = round(st.Utilization(max(s.Slots, s.SlotsUsed)), 4)
-	s.IdleBeforeFirst = round(st.BeforeFirst(max(s.Slots, s.SlotsUsed)), 4)
+	slots := max(s.Slots, s.SlotsUsed)
+	s.UtilSteady = round(st.Utilization(slots), 4)
+	s.IdleBeforeFirst = round(st.BeforeFirst(slots), 4)
 	s.Retried = f.Tally().Retries()
 	for _, q := range f.Tally().Quarantined() {
 		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,16 +57,8 @@ func (c *Controller) watchAlerts(ctx context.Context) error {
 // watchPresence follows the run's presence heartbeats. It subscribes to
 // the bucket's subjects with a plain NATS subscription, which the client
 // renews by itself across broker restarts, then reads the entries already
-// there.
+// there, in one watch.
 func (c *Controller) watchPresence(ctx context.Context) error {
-	var kv jetstream.KeyValue
-	err := startRetry(ctx, c.log, "open bucket "+schema.PresenceBucket, func() (err error) {
-		kv, err = c.js.KeyValue(ctx, schema.PresenceBucket)
-		return err
-	})
-	if err != nil {
-		return err
-	}
 	prefix := "$KV." + schema.PresenceBucket + "." + c.cfg.Run + "."
 	sub, err := c.js.Conn().Subscribe(prefix+"*", func(m *nats.Msg) {
 		op := m.Header.Get("KV-Operation")
@@ -75,19 +68,17 @@ func (c *Controller) watchPresence(ctx context.Context) error {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
-	var keys jetstream.KeyLister
-	err = startRetry(ctx, c.log, "list presence", func() (err error) {
-		keys, err = kv.ListKeysFiltered(ctx, c.cfg.Run+".*")
+	var entries []jetstream.KeyValueEntry
+	err = startRetry(ctx, c.log, "read bucket "+schema.PresenceBucket, func() (err error) {
+		entries, err = broker.LastValuesOf(ctx, c.js, schema.PresenceBucket, c.cfg.Run+".*")
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	go func() {
-		for key := range keys.Keys() {
-			if e, err := kv.Get(ctx, key); err == nil {
-				c.sendPresence(ctx, strings.TrimPrefix(key, c.cfg.Run+"."), e.Value(), false)
-			}
+		for _, e := range entries {
+			c.sendPresence(ctx, strings.TrimPrefix(e.Key(), c.cfg.Run+"."), e.Value(), false)
 		}
 	}()
 	return nil
