@@ -121,6 +121,12 @@ type Config struct {
 	// not given. Defaults to CrossoverDefault and MutationRateDefault.
 	Crossover    *float64
 	MutationRate *float64
+	// Evaluator is what evaluates the run's designs, recorded so that
+	// workers given none of their own run it, and a run that continues
+	// keeps it. It decides what a result is, so it is fixed for the run's
+	// life. nil means not given: a run that continues takes the recorded
+	// one; a new run records none, and its workers must each name one.
+	Evaluator *schema.Evaluator
 	// Checkpoints are the run's checkpoint store and inheritance (see
 	// CheckpointConfig).
 	Checkpoints CheckpointConfig

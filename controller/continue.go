@@ -136,6 +136,9 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueSearch(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
+	if err := continueEvaluator(rec, &cfg, k); err != nil {
+		return cfg, nil, err
+	}
 	continueQuarantine(rec, &cfg, k, now)
 	if err := continueBudget(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
@@ -220,6 +223,26 @@ func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
 	case !reflect.DeepEqual(given, rec.EarlyStop):
 		return &SettingError{Field: "EarlyStop", Recorded: EarlyStopText(rec.EarlyStop), Given: EarlyStopText(given),
 			Why: "it decides which designs are stopped, so it cannot change mid-run (leave it out to continue with the recorded rule, or start a new run seeded from this one)"}
+	}
+	return nil
+}
+
+// continueEvaluator takes the evaluator from the record, or refuses
+// another given one: it decides what a result is. A record without one (a
+// run recorded before evaluators were kept, or started by a controller
+// given none) records the given one from now on.
+func continueEvaluator(rec *schema.Run, cfg *Config, k *Continuation) error {
+	switch {
+	case rec.Evaluator == nil:
+		if cfg.Evaluator != nil {
+			k.Recorded = append(k.Recorded, "evaluator")
+		}
+	case cfg.Evaluator == nil:
+		cfg.Evaluator = rec.Evaluator
+		k.Taken = append(k.Taken, "evaluator="+strings.ReplaceAll(rec.Evaluator.String(), " ", "_"))
+	case !reflect.DeepEqual(cfg.Evaluator, rec.Evaluator):
+		return &SettingError{Field: "Evaluator", Recorded: rec.Evaluator.String(), Given: cfg.Evaluator.String(),
+			Why: "it decides what a result is, so it cannot change mid-run (leave the evaluator settings out to continue with the recorded evaluator; a worker whose node needs another path may be given its own, which its log and status then show)"}
 	}
 	return nil
 }
@@ -453,6 +476,9 @@ func RecordSettings(rec *schema.Run) []string {
 	}
 	if v := rec.Variation; v != nil {
 		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
+	}
+	if rec.Evaluator != nil {
+		out = append(out, "evaluator="+rec.Evaluator.String())
 	}
 	return out
 }

@@ -354,7 +354,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
 		EarlyStop: c.cfg.EarlyStop, Checkpoints: c.cfg.Checkpoints.record(),
 		Objectives: objs, Constraints: cons, HVRef: c.cfg.HVRef, Variation: c.cfg.variation(),
-		Created: c.created, Updated: now,
+		Evaluator: c.cfg.Evaluator, Created: c.created, Updated: now,
 	})
 	if err != nil {
 		return err

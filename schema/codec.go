@@ -508,6 +508,11 @@ func (r *Run) Validate() error {
 			return err
 		}
 	}
+	if r.Evaluator != nil {
+		if err := r.Evaluator.Validate(); err != nil {
+			return err
+		}
+	}
 	if err := r.validateSearch(); err != nil {
 		return err
 	}

@@ -225,6 +225,10 @@ type Presence struct {
 	// Quarantined are the worker's slots (indexes, from 0) that the
 	// controller quarantined and that take no more designs.
 	Quarantined []int `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
+	// Warnings are conditions of the worker that the run's status and
+	// summary show: its evaluator differs from the run's record, its
+	// evaluator has not answered its first design, and the like.
+	Warnings []string `msgpack:"warnings,omitempty" json:"warnings,omitempty"`
 }
 
 // Variation is a run's variation operators: a new design is, with
@@ -308,9 +312,14 @@ type Run struct {
 	// before it failed, so that the budget given is spent on evaluations.
 	MadeUp int `msgpack:"made_up,omitempty" json:"made_up,omitempty"`
 	// Failure says why the run failed; set with phase failed only.
-	Failure *Failure  `msgpack:"failure,omitempty" json:"failure,omitempty"`
-	Created time.Time `msgpack:"created" json:"created"`
-	Updated time.Time `msgpack:"updated" json:"updated"`
+	Failure *Failure `msgpack:"failure,omitempty" json:"failure,omitempty"`
+	// Evaluator is what evaluates the run's designs: workers given no
+	// evaluator of their own run it. nil: not recorded (a run recorded
+	// before evaluators were kept, or a controller given none), so every
+	// worker must name its own.
+	Evaluator *Evaluator `msgpack:"evaluator,omitempty" json:"evaluator,omitempty"`
+	Created   time.Time  `msgpack:"created" json:"created"`
+	Updated   time.Time  `msgpack:"updated" json:"updated"`
 }
 
 // Failure is the fail-fast check's verdict on a run whose first attempts

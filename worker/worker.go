@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,12 @@ type Config struct {
 	Host string
 	// Slots is the number of concurrent evaluations. Defaults to 1.
 	Slots int
-	// Evaluator evaluates designs. Required.
+	// Evaluator evaluates designs. Required unless Choose is set.
 	Evaluator Evaluator
+	// Choose, when Evaluator is nil, picks the evaluator once Start has
+	// read the run's record (nil when the run has none), so that a worker
+	// given no evaluator of its own runs the run's. Defaults to none.
+	Choose func(rec *schema.Run) (Chosen, error)
 	// SlotGPUs pins slot i to the GPU(s) SlotGPUs[i] (a CUDA_VISIBLE_DEVICES
 	// value) and records it in results. Defaults to none; when set it has
 	// one entry per slot (see SlotGPUs).
@@ -147,7 +152,7 @@ func (c Config) validate() error {
 		{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run))},
 		{schema.ValidToken(c.ID) != nil, "ID", c.ID, reasonOf(schema.ValidToken(c.ID))},
 		{c.Slots < 1, "Slots", c.Slots, "need at least 1"},
-		{c.Evaluator == nil, "Evaluator", nil, "no evaluator"},
+		{c.Evaluator == nil && c.Choose == nil, "Evaluator", nil, "no evaluator"},
 		{c.SlotGPUs != nil && len(c.SlotGPUs) != c.Slots, "SlotGPUs", nil, fmt.Sprintf("%d GPU assignments for %d slots", len(c.SlotGPUs), c.Slots)},
 		{c.SlotGPUUUIDs != nil && len(c.SlotGPUUUIDs) != c.Slots, "SlotGPUUUIDs", nil, fmt.Sprintf("%d GPU UUIDs for %d slots", len(c.SlotGPUUUIDs), c.Slots)},
 		{c.EvalTimeout < 0, "EvalTimeout", c.EvalTimeout, "is negative"},
@@ -188,11 +193,14 @@ type Worker struct {
 	// objectives are the run's: an ok result lacking one is an error.
 	objectives pareto.Objectives
 	ckpt       *ckpts // the run's checkpoint store; nil: the run keeps none
-	askMu      sync.Mutex
-	askWarned  time.Time // the last warning that stop questions go unanswered
-	busy       atomic.Int64
-	done       atomic.Int64
-	started    time.Time
+	// warnings are the worker's standing conditions, sent with every
+	// heartbeat (schema.Presence.Warnings); set before the slots start.
+	warnings  []string
+	askMu     sync.Mutex
+	askWarned time.Time // the last warning that stop questions go unanswered
+	busy      atomic.Int64
+	done      atomic.Int64
+	started   time.Time
 	// lateForRun: the run was done when the worker joined it.
 	lateForRun bool
 	// failed is why the worker left a failed run; nil otherwise.
@@ -238,6 +246,37 @@ func New(js jetstream.JetStream, cfg Config) (*Worker, error) {
 		q: quarantine{slots: map[int]bool{}, lastErr: map[int]string{}}}, nil
 }
 
+// Chosen is the evaluator a worker runs, picked by Config.Choose.
+type Chosen struct {
+	Evaluator Evaluator
+	// Timeout bounds one evaluation, as Config.EvalTimeout.
+	Timeout time.Duration
+	// Differs says how the evaluator differs from the run's recorded one,
+	// a line per setting; nil when it is the run's. The worker logs it
+	// and its heartbeat carries it, so that status shows it.
+	Differs []string
+}
+
+// choose runs Config.Choose, when the worker was given no evaluator.
+func (w *Worker) choose(rec *schema.Run) error {
+	if w.cfg.Evaluator != nil {
+		return nil
+	}
+	c, err := w.cfg.Choose(rec)
+	if err != nil {
+		return err
+	}
+	w.cfg.Evaluator, w.cfg.EvalTimeout = c.Evaluator, c.Timeout
+	for _, d := range c.Differs {
+		w.warnings = append(w.warnings, "evaluator differs from the run's: "+d)
+	}
+	if len(c.Differs) > 0 {
+		w.log.WithField("differs", strings.Join(c.Differs, "; ")).
+			Warn("this worker's evaluator differs from the run's recorded one: its results may not compare with the others'")
+	}
+	return nil
+}
+
 // ID is the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
@@ -266,6 +305,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	if err := w.choose(rec); err != nil {
 		return err
 	}
 	var ckpt *schema.Checkpoints

@@ -28,6 +28,7 @@ const CredentialMargin = 15 * time.Minute
 type controllerCmd struct {
 	env           Env
 	s             searchFlags
+	e             evalFlags
 	b             brokerFlags
 	l             logFlags
 	jsonOut       bool
@@ -40,10 +41,14 @@ type controllerCmd struct {
 	replicas      int
 	trustPath     string
 	credentialTTL time.Duration
+	// localWorkers: the command starts the run's workers itself (run), so
+	// a new run given no evaluator records the default one.
+	localWorkers bool
 }
 
 func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.s.register(fs)
+	c.e.register(fs)
 	c.b.register(fs, true)
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
@@ -166,6 +171,9 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 	if err != nil {
 		return err
 	}
+	if err := c.resolveEvaluator(rec, cfg, log); err != nil {
+		return err
+	}
 	if rec == nil {
 		if cfg.Space == nil {
 			if cfg.Space, err = defaultSpace(); err != nil {
@@ -187,6 +195,30 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 		return configErr(err)
 	}
 	return nil
+}
+
+// resolveEvaluator sets the run's evaluator: the flags given, on top of
+// the recorded one (a difference is refused by controller.Continue); else
+// the recorded one; else, for a new run whose workers this command starts,
+// the default. A controller given none for a run that records none warns:
+// its workers must each name one.
+func (c *controllerCmd) resolveEvaluator(rec *schema.Run, cfg *controller.Config, log logrus.FieldLogger) error {
+	var recorded *schema.Evaluator
+	if rec != nil {
+		recorded = rec.Evaluator
+	}
+	var err error
+	switch {
+	case c.e.given() || (rec == nil && c.localWorkers):
+		cfg.Evaluator, err = c.e.spec(recorded)
+	case recorded != nil:
+		cfg.Evaluator = recorded
+	case c.localWorkers:
+		return usageErr("run %s records no evaluator (it was started before evaluators were recorded, or by a controller given none): give --evaluator or --eval-cmd, with its settings, for the local workers; they are recorded from now on", cfg.Run)
+	default:
+		log.WithField("run", cfg.Run).Warn("the run records no evaluator: every worker must name its own with --evaluator or --eval-cmd; give the controller the evaluator flags to record one that workers then take")
+	}
+	return err
 }
 
 // seedFrom, with --from-run, takes the best --init designs of an earlier

@@ -440,48 +440,221 @@ func defaultRunID() string {
 	return fmt.Sprintf("run-%s-%04x", time.Now().Format("20060102-150405"), os.Getpid()&0xffff)
 }
 
-// workerFlags configure a worker's slots and evaluator.
+// workerFlags configure a worker's slots; ev its evaluator.
 type workerFlags struct {
-	id, evaluator, evalCmd string
-	slots, slotsPerGPU     int
-	gpus                   string
-	simMean, simFail       float64
-	simSigma               float64
-	simCurve               bool
-	simSteps               int
-	evalTimeout, stopGrace time.Duration
-	slotsSet               bool     // --slots given explicitly
-	gpuIDs                 []string // resolved by resolveGPUs
-	persistent             bool
-	evalLogs               string
-	walltime, minEval      time.Duration
-	walltimeMargin         time.Duration
-	deadline               time.Time // resolved by resolveDeadline
-	checkpointMount        string
-	simCheckpoint          string
-	simCheckpointBytes     int64 // resolved by validate
+	id                 string
+	ev                 evalFlags
+	slots, slotsPerGPU int
+	gpus               string
+	slotsSet           bool     // --slots given explicitly
+	gpuIDs             []string // resolved by resolveGPUs
+	evalLogs           string
+	walltime, minEval  time.Duration
+	walltimeMargin     time.Duration
+	deadline           time.Time // resolved by resolveDeadline
+	checkpointMount    string
 }
 
+// register registers the worker's flags but not the evaluator's: a
+// command registers those once (ev.register), as run shares them between
+// its controller and its workers.
 func (w *workerFlags) register(fs *flag.FlagSet, slotsDefault int, gpusDefault string) {
 	fs.StringVar(&w.gpus, "gpus", gpusDefault, "GPUs to use: auto (CUDA_VISIBLE_DEVICES, else nvidia-smi -L, else ROCR_VISIBLE_DEVICES), none, or ids like 0,1,2; one slot per GPU unless --slots")
 	fs.IntVar(&w.slotsPerGPU, "slots-per-gpu", 1, "slots sharing each GPU")
-	fs.StringVar(&w.evaluator, "evaluator", "mlp", "built-in evaluator: mlp, sim, noop, or the test problems zdt1 and zdt2 (ignored with --eval-cmd)")
-	fs.StringVar(&w.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin)")
 	fs.StringVar(&w.evalLogs, "eval-logs", "", "keep --eval-cmd evaluators' whole stdout and stderr in files under DIR/<run>/ (default: not kept, but evoq run keeps them in --dir/eval-logs)")
-	fs.BoolVar(&w.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
 	fs.IntVar(&w.slots, "slots", slotsDefault, "evaluation slots")
-	fs.Float64Var(&w.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma --sim-sigma)")
-	fs.Float64Var(&w.simSigma, "sim-sigma", evaluators.SimSigma, "sim: sigma of the lognormal evaluation time (the spread; the mean stays --sim-mean)")
-	fs.Float64Var(&w.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
-	fs.BoolVar(&w.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
-	fs.IntVar(&w.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
-	fs.DurationVar(&w.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
-	fs.DurationVar(&w.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
 	fs.DurationVar(&w.walltime, "walltime", 0, "time this worker may run (0: from SLURM_JOB_END_TIME or PBS_WALLTIME, else unlimited)")
 	fs.DurationVar(&w.minEval, "min-eval-time", 0, "typical evaluation time before any is measured, for the walltime check")
 	fs.DurationVar(&w.walltimeMargin, "walltime-margin", worker.WalltimeMarginDefault, "leave this long before the walltime ends, handing back unfinished designs")
 	fs.StringVar(&w.checkpointMount, "checkpoint-mount", "", "where this node mounts the run's --checkpoint-dir, when not at the same path (default: the run's)")
-	fs.StringVar(&w.simCheckpoint, "sim-checkpoint", "0", "sim: write a checkpoint of this size per design (such as 64KB), and check the parent's it inherits (0: none)")
+}
+
+// evalFlags say what evaluates the designs. They are part of the run's
+// record: the command that starts a run records them, and a controller
+// that continues it or a worker that joins it takes them from the record
+// unless given (see spec).
+type evalFlags struct {
+	evaluator, evalCmd     string
+	persistent             bool
+	simMean, simFail       float64
+	simSigma               float64
+	simCurve               bool
+	simSteps               int
+	simCheckpoint          string
+	simCheckpointBytes     int64 // resolved by validate
+	evalTimeout, stopGrace time.Duration
+	fs                     *flag.FlagSet // the flags' set, for which were given
+}
+
+// evalFlagNames are the flags of evalFlags.
+var evalFlagNames = []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "stop-grace",
+	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint"}
+
+func (e *evalFlags) register(fs *flag.FlagSet) {
+	e.fs = fs
+	fs.StringVar(&e.evaluator, "evaluator", schema.EvaluatorMLP, "built-in evaluator: mlp, sim, noop, or the test problems zdt1 and zdt2; recorded with the run, like every evaluator flag (a worker or a continuing run given none takes the run's)")
+	fs.StringVar(&e.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin); recorded with the run")
+	fs.BoolVar(&e.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
+	fs.Float64Var(&e.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma --sim-sigma)")
+	fs.Float64Var(&e.simSigma, "sim-sigma", evaluators.SimSigma, "sim: sigma of the lognormal evaluation time (the spread; the mean stays --sim-mean)")
+	fs.Float64Var(&e.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
+	fs.BoolVar(&e.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
+	fs.IntVar(&e.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
+	fs.DurationVar(&e.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
+	fs.DurationVar(&e.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
+	fs.StringVar(&e.simCheckpoint, "sim-checkpoint", "0", "sim: write a checkpoint of this size per design (such as 64KB), and check the parent's it inherits (0: none)")
+}
+
+func (e *evalFlags) validate() error {
+	if e.evalCmd != "" && isSet(e.fs, "evaluator") {
+		return usageErr("--evaluator %q and --eval-cmd: give one or the other", e.evaluator)
+	}
+	if isSet(e.fs, "eval-cmd") && strings.TrimSpace(e.evalCmd) == "" {
+		return usageErr("--eval-cmd '': give a command, or leave the flag out")
+	}
+	if !(e.simMean > 0 && e.simMean < 1e6) {
+		return usageErr("--sim-mean %v: want seconds > 0", e.simMean)
+	}
+	if !(e.simSigma > 0 && e.simSigma <= 3) {
+		return usageErr("--sim-sigma %v: want a sigma in (0, 3]", e.simSigma)
+	}
+	if !(e.simFail >= 0 && e.simFail <= 1) {
+		return usageErr("--sim-fail %v: want a share in 0..1", e.simFail)
+	}
+	if e.evalTimeout < 0 {
+		return usageErr("--eval-timeout %s: must be >= 0", e.evalTimeout)
+	}
+	if e.simSteps < 1 {
+		return usageErr("--sim-steps %d: need at least 1", e.simSteps)
+	}
+	n, err := parseBytes(e.simCheckpoint)
+	if err != nil {
+		return usageErr("--sim-checkpoint %q: want a size such as 64KB, or 0", e.simCheckpoint)
+	}
+	e.simCheckpointBytes = n
+	if e.stopGrace <= 0 {
+		return usageErr("--stop-grace %s: must be > 0", e.stopGrace)
+	}
+	if e.persistent && e.evalCmd == "" && isSet(e.fs, "evaluator") {
+		return usageErr("--persistent needs --eval-cmd")
+	}
+	switch e.evaluator {
+	case schema.EvaluatorMLP, schema.EvaluatorSim, schema.EvaluatorNoop, schema.EvaluatorZDT1, schema.EvaluatorZDT2:
+	default:
+		return usageErr("--evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or give --eval-cmd", e.evaluator)
+	}
+	return nil
+}
+
+// given reports whether any evaluator flag was given.
+func (e *evalFlags) given() bool {
+	for _, name := range evalFlagNames {
+		if isSet(e.fs, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// spec is the evaluator the flags give on top of rec, the run's recorded
+// one: each flag given replaces the recorded setting, and every setting
+// not given is the record's. With no record (a new run), the settings not
+// given are the flags' defaults. A default never replaces a recorded
+// value.
+func (e *evalFlags) spec(rec *schema.Evaluator) (*schema.Evaluator, error) {
+	set := func(name string) bool { return isSet(e.fs, name) }
+	var s schema.Evaluator
+	if rec != nil {
+		s = *rec
+		if rec.Sim != nil {
+			sim := *rec.Sim
+			s.Sim = &sim
+		}
+	} else {
+		s = schema.Evaluator{Builtin: e.evaluator, Cmd: e.evalCmd, Persistent: e.persistent, Timeout: e.evalTimeout, StopGrace: e.stopGrace}
+		if e.evalCmd != "" {
+			s.Builtin = ""
+		}
+	}
+	switch {
+	case set("eval-cmd"):
+		s.Cmd, s.Builtin = e.evalCmd, ""
+	case set("evaluator"):
+		s.Builtin, s.Cmd = e.evaluator, ""
+		if !set("persistent") {
+			s.Persistent = false
+		}
+	}
+	if set("persistent") {
+		s.Persistent = e.persistent
+	}
+	if set("eval-timeout") {
+		s.Timeout = e.evalTimeout
+	}
+	if set("stop-grace") {
+		s.StopGrace = e.stopGrace
+	}
+	s.Sim = e.simSpec(s.Sim, s.Builtin == schema.EvaluatorSim, set)
+	if s.Persistent && s.Cmd == "" {
+		return nil, usageErr("--persistent needs --eval-cmd (the run's evaluator is the built-in %s)", s.Builtin)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, usageErr("evaluator: %v", err)
+	}
+	return &s, nil
+}
+
+// simSpec is the sim evaluator's settings: rec's with the flags given on
+// top, or the flags' when rec holds none; nil for another evaluator.
+func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string) bool) *schema.SimEvaluator {
+	if !sim {
+		return nil
+	}
+	s := schema.SimEvaluator{Mean: time.Duration(e.simMean * float64(time.Second)), Sigma: e.simSigma, Fail: e.simFail,
+		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes}
+	if rec == nil {
+		return &s
+	}
+	out := *rec
+	for name, take := range map[string]func(){
+		"sim-mean": func() { out.Mean = s.Mean }, "sim-sigma": func() { out.Sigma = s.Sigma }, "sim-fail": func() { out.Fail = s.Fail },
+		"sim-curve": func() { out.Curve = s.Curve }, "sim-steps": func() { out.Steps = s.Steps },
+		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }} {
+		if set(name) {
+			take()
+		}
+	}
+	if out.Curve && out.Steps < 1 {
+		out.Steps = s.Steps
+	}
+	return &out
+}
+
+// buildEvaluator returns the evaluator spec names; logDir keeps external
+// evaluators' output (see --eval-logs).
+func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, error) {
+	grace := spec.StopGrace
+	if grace <= 0 {
+		grace = worker.StopGraceDefault
+	}
+	switch {
+	case spec.Cmd != "" && spec.Persistent:
+		return &worker.Persistent{Cmd: spec.Cmd, LogDir: logDir, StopGrace: grace}, nil
+	case spec.Cmd != "":
+		return worker.Command{Cmd: spec.Cmd, LogDir: logDir, StopGrace: grace}, nil
+	}
+	switch spec.Builtin {
+	case schema.EvaluatorMLP:
+		return evaluators.MLP{}, nil
+	case schema.EvaluatorSim:
+		s := spec.Sim
+		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint}, nil
+	case schema.EvaluatorNoop:
+		return evaluators.Noop{}, nil
+	case schema.EvaluatorZDT1, schema.EvaluatorZDT2:
+		return evaluators.ZDT{Problem: spec.Builtin}, nil
+	}
+	return nil, usageErr("evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or a command", spec.Builtin)
 }
 
 // resolveDeadline sets the worker's deadline from --walltime or the batch
@@ -520,82 +693,16 @@ func (w *workerFlags) validate(fs *flag.FlagSet) error {
 	if w.slotsPerGPU < 1 {
 		return usageErr("--slots-per-gpu %d: need at least 1", w.slotsPerGPU)
 	}
-	if w.evalCmd != "" && isSet(fs, "evaluator") {
-		return usageErr("--evaluator %q and --eval-cmd: give one or the other", w.evaluator)
-	}
-	if !(w.simMean > 0 && w.simMean < 1e6) {
-		return usageErr("--sim-mean %v: want seconds > 0", w.simMean)
-	}
-	if !(w.simSigma > 0 && w.simSigma <= 3) {
-		return usageErr("--sim-sigma %v: want a sigma in (0, 3]", w.simSigma)
-	}
-	if !(w.simFail >= 0 && w.simFail <= 1) {
-		return usageErr("--sim-fail %v: want a share in 0..1", w.simFail)
-	}
-	if w.evalTimeout < 0 {
-		return usageErr("--eval-timeout %s: must be >= 0", w.evalTimeout)
-	}
-	if w.simSteps < 1 {
-		return usageErr("--sim-steps %d: need at least 1", w.simSteps)
-	}
-	n, err := parseBytes(w.simCheckpoint)
-	if err != nil {
-		return usageErr("--sim-checkpoint %q: want a size such as 64KB, or 0", w.simCheckpoint)
-	}
-	w.simCheckpointBytes = n
 	if w.checkpointMount != "" && !filepath.IsAbs(w.checkpointMount) {
 		return usageErr("--checkpoint-mount %q: need an absolute path", w.checkpointMount)
 	}
-	if w.stopGrace <= 0 {
-		return usageErr("--stop-grace %s: must be > 0", w.stopGrace)
-	}
-	_, err = w.build()
-	return err
+	return nil
 }
 
-// build returns the evaluator the flags name.
-func (w *workerFlags) build() (worker.Evaluator, error) {
-	if w.persistent && w.evalCmd == "" {
-		return nil, usageErr("--persistent needs --eval-cmd")
-	}
-	if w.evalCmd != "" && w.persistent {
-		return &worker.Persistent{Cmd: w.evalCmd, LogDir: w.evalLogs, StopGrace: w.stopGrace}, nil
-	}
-	if w.evalCmd != "" {
-		return worker.Command{Cmd: w.evalCmd, LogDir: w.evalLogs, StopGrace: w.stopGrace}, nil
-	}
-	switch w.evaluator {
-	case "mlp":
-		return evaluators.MLP{}, nil
-	case "sim":
-		return evaluators.Sim{Mean: time.Duration(w.simMean * float64(time.Second)), Fail: w.simFail, Sigma: w.simSigma,
-			Curve: w.simCurve, Steps: w.simSteps, Checkpoint: w.simCheckpointBytes}, nil
-	case "noop":
-		return evaluators.Noop{}, nil
-	case "zdt1", "zdt2":
-		return evaluators.ZDT{Problem: w.evaluator}, nil
-	}
-	return nil, usageErr("--evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or give --eval-cmd", w.evaluator)
-}
-
-// args are the evaluator flags for a child worker process.
+// args are the worker flags, but for the slots and the evaluator, for a
+// child worker process.
 func (w *workerFlags) args() []string {
-	a := []string{"--evaluator", w.evaluator, "--sim-mean", fmt.Sprint(w.simMean), "--sim-sigma", fmt.Sprint(w.simSigma),
-		"--sim-fail", fmt.Sprint(w.simFail), "--eval-timeout", w.evalTimeout.String()}
-	if w.simCurve {
-		a = append(a, "--sim-curve", "--sim-steps", strconv.Itoa(w.simSteps))
-	}
-	if w.simCheckpointBytes > 0 {
-		a = append(a, "--sim-checkpoint", strconv.FormatInt(w.simCheckpointBytes, 10))
-	}
-	if w.evalCmd != "" {
-		a = []string{"--eval-cmd", w.evalCmd, "--eval-timeout", w.evalTimeout.String()}
-	}
-	a = append(a, "--stop-grace", w.stopGrace.String())
-	if w.persistent {
-		a = append(a, "--persistent")
-	}
-	a = append(a, "--eval-logs", w.evalLogs)
+	a := []string{"--eval-logs", w.evalLogs}
 	if w.checkpointMount != "" {
 		a = append(a, "--checkpoint-mount", w.checkpointMount)
 	}

@@ -46,6 +46,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	}
 	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
 	c.register(fs)
+	c.localWorkers = true
 	c.w.register(fs, runtime.NumCPU(), "none")
 	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
 	if err := parse(fs, args); err != nil {
@@ -81,11 +82,11 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 // problemDefaults gives a run of a built-in test problem (zdt1, zdt2) its
 // search space, objectives and reference point, where the flags do not.
 func (c *runCmd) problemDefaults(fs *flag.FlagSet, cfg *controller.Config) error {
-	if c.w.evalCmd != "" || !evaluators.IsZDT(c.w.evaluator) {
+	if c.e.evalCmd != "" || !evaluators.IsZDT(c.e.evaluator) {
 		return nil
 	}
 	if cfg.Space == nil {
-		sp, err := evaluators.ZDTSpace(c.w.evaluator)
+		sp, err := evaluators.ZDTSpace(c.e.evaluator)
 		if err != nil {
 			return err
 		}
@@ -106,6 +107,9 @@ func (c *runCmd) problemDefaults(fs *flag.FlagSet, cfg *controller.Config) error
 
 func (c *runCmd) validate(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) error {
 	if err := c.w.validate(fs); err != nil {
+		return err
+	}
+	if err := c.e.validate(); err != nil {
 		return err
 	}
 	if !isSet(fs, "eval-logs") {
@@ -141,7 +145,7 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err := c.prepare(ctx, s, &cfg, log); err != nil {
 		return err
 	}
-	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": c.evaluatorName()}).Info("starting local workers")
+	log.WithFields(logrus.Fields{"workers": c.workers, "slots": c.w.slots, "evaluator": cfg.Evaluator.String()}).Info("starting local workers")
 	connect, err := c.localConnectFile(ctx, s, cfg.Run)
 	if err != nil {
 		return err
@@ -178,13 +182,6 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 		procs.signal(syscall.SIGTERM)
 	}
 	return err
-}
-
-func (c *runCmd) evaluatorName() string {
-	if c.w.evalCmd != "" {
-		return "command: " + c.w.evalCmd
-	}
-	return c.w.evaluator
 }
 
 // workerSlots are the slot and GPU flags of local worker i: the GPUs are
@@ -236,6 +233,8 @@ func (c *runCmd) startWorkers(connect, run string, log logrus.FieldLogger) (*wor
 	for i := range c.workers {
 		args := append([]string{"worker", "--connect", connect, "--run", run, "--id", "w" + strconv.Itoa(i+1)},
 			c.workerSlots(i)...)
+		// No evaluator flags: the workers take the run's recorded
+		// evaluator, as any worker that joins the run does.
 		args = append(args, c.w.args()...)
 		cmd := exec.Command(exe, append(args, c.l.args()...)...)
 		cmd.Stdout, cmd.Stderr = c.env.Stderr, c.env.Stderr

@@ -37,6 +37,7 @@ const DrainTimeoutDefault = 5 * time.Minute
 func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
 	c.w.register(fs, 1, "auto")
+	c.w.ev.register(fs)
 	c.l.register(fs)
 	c.sec.register(fs, false, false)
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
@@ -53,6 +54,9 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 		return usageErr("--wait-for-run %s: must be >= 0 (0 waits for ever)", c.waitForRun)
 	}
 	if err := c.w.validate(fs); err != nil {
+		return err
+	}
+	if err := c.w.ev.validate(); err != nil {
 		return err
 	}
 	log, err := c.l.logger(c.env.Stderr)
@@ -94,12 +98,12 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	ev, _ := c.w.build()
+	c.run = run
 	hard, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var w *worker.Worker
-	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Evaluator: ev,
-		SlotGPUs: c.w.slotGPUs(), SlotGPUUUIDs: c.w.slotGPUUUIDs(ctx, log), EvalTimeout: c.w.evalTimeout, Deadline: c.w.deadline,
+	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Choose: c.chooseEvaluator,
+		SlotGPUs: c.w.slotGPUs(), SlotGPUUUIDs: c.w.slotGPUUUIDs(ctx, log), Deadline: c.w.deadline,
 		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log,
 		RunsUnlisted: c.runsUnlisted(), CheckpointDir: c.w.checkpointMount}
 	if !giveUp.IsZero() {
@@ -127,6 +131,32 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		return workerErr(err)
 	}
 	return c.wait(ctx, w, log)
+}
+
+// chooseEvaluator is the evaluator the worker runs: the run's recorded
+// one, with the evaluator flags given on top, each a difference that the
+// worker's log and status show. A run that records none needs the flags.
+func (c *workerCmd) chooseEvaluator(rec *schema.Run) (worker.Chosen, error) {
+	var recorded *schema.Evaluator
+	if rec != nil {
+		recorded = rec.Evaluator
+	}
+	if recorded == nil && !c.w.ev.given() {
+		return worker.Chosen{}, usageErr("run %s records no evaluator (its controller was given none, or it was started before evaluators were recorded): give --evaluator or --eval-cmd", c.run)
+	}
+	spec, err := c.w.ev.spec(recorded)
+	if err != nil {
+		return worker.Chosen{}, err
+	}
+	ev, err := buildEvaluator(spec, c.w.evalLogs)
+	if err != nil {
+		return worker.Chosen{}, err
+	}
+	ch := worker.Chosen{Evaluator: ev, Timeout: spec.Timeout}
+	if recorded != nil {
+		ch.Differs = recorded.Diff(spec)
+	}
+	return ch, nil
 }
 
 // readConnect takes the broker URLs, the run and the credential from

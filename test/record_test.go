@@ -1,0 +1,152 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// recordSpace is a small search space for the tests of the run's record.
+const recordSpace = `name: rec
+params:
+  x: {type: float, min: 0, max: 1}
+  y: {type: int, min: 1, max: 9}
+`
+
+// writeRecordEvaluator writes a Python evaluator that speaks both modes
+// through the helper, and the search space, into dir.
+func writeRecordEvaluator(t *testing.T, dir string) (space, cmd string) {
+	t.Helper()
+	helper, err := filepath.Abs("../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := fmt.Sprintf(`import sys, time
+sys.path.insert(0, %q)
+import evoq_eval
+
+def train(g):
+    time.sleep(0.2)
+    g = g["genome"]
+    return {"fitness": g["x"] * g["y"]}
+
+evoq_eval.main(train)
+`, helper)
+	space = filepath.Join(dir, "space.yaml")
+	for name, text := range map[string]string{"space.yaml": recordSpace, "ev.py": ev} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return space, python3(t) + " " + filepath.Join(dir, "ev.py")
+}
+
+var evaluationsRe = regexp.MustCompile(`evaluations=(\d+)`)
+
+// evaluationsSoFar is the largest evaluations= figure in a progress log.
+func evaluationsSoFar(log string) int {
+	n := 0
+	for _, m := range evaluationsRe.FindAllStringSubmatch(log, -1) {
+		v, _ := strconv.Atoi(m[1])
+		n = max(n, v)
+	}
+	return n
+}
+
+// A run SIGKILLed and continued with --resume and no other flag runs the
+// evaluator it recorded (an --eval-cmd, one-shot or persistent), not the
+// built-in default: every design ends ok, counted once.
+func TestResumeKeepsRecordedEvaluator(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"oneshot", nil}, {"persistent", []string{"--persistent"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			space, cmd := writeRecordEvaluator(t, dir)
+			store := filepath.Join(dir, "store")
+			args := append([]string{"run", "--run", "rs", "--dir", store, "--listen", "127.0.0.1:0", "--config", space,
+				"--eval-cmd", cmd, "--budget", "60", "--init", "10", "--pool", "5", "--slots", "2", "--progress", "200ms",
+				"--ack-wait", "3s", "--log-level", "info"}, tc.extra...)
+			first := background(t, args...)
+			waitShowing(t, time.Minute, func() bool { return evaluationsSoFar(first.stderr.String()) >= 4 },
+				func() string { return first.stderr.String() })
+			_ = first.cmd.Process.Signal(syscall.SIGKILL)
+			_ = first.wait(t, 30*time.Second)
+
+			r := evoq(t, 3*time.Minute, "run", "--resume", "--run", "rs", "--dir", store, "--listen", "127.0.0.1:0", "--json")
+			if r.code != 0 {
+				t.Fatalf("resume: exit %d\n%s", r.code, tail(r.stderr, 4000))
+			}
+			s := lastJSON(t, r.stdout)
+			if s.Evaluations != 60 || s.OK != 60 {
+				t.Fatalf("resumed run: %d evaluations, %d ok (error %d, lost %d); want 60 and 60:\n%s",
+					s.Evaluations, s.OK, s.Error, s.Lost, tail(r.stderr, 3000))
+			}
+			if !strings.Contains(r.stderr, "--eval-cmd") || strings.Contains(r.stderr, "evaluator=mlp") {
+				t.Errorf("the resumed run's workers did not start the recorded command:\n%s", tail(r.stderr, 3000))
+			}
+			if tc.extra != nil && !strings.Contains(r.stderr, "--persistent") {
+				t.Errorf("the resumed run's evaluator is not persistent:\n%s", tail(r.stderr, 3000))
+			}
+			results := readResults(t, store, "rs")
+			checkDesigns(t, results, 60)
+			for _, res := range results {
+				if res.Status != "ok" {
+					t.Errorf("design %s attempt %d ended %s: %s", res.DesignID, res.Attempt, res.Status, res.Error)
+				}
+			}
+		})
+	}
+}
+
+// A worker given no evaluator flag runs the evaluator its run records; one
+// given its own says, in its log, how it differs; and a worker joining a
+// run that records none is told to name one.
+func TestWorkerTakesRecordedEvaluator(t *testing.T) {
+	t.Parallel()
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--run", "wr", "--nats", url, "--evaluator", "sim",
+		"--sim-mean", "0.05", "--budget", "60", "--init", "10", "--pool", "5", "--json", "--log-level", "info")
+	plain := background(t, "worker", "--nats", url, "--run", "wr", "--gpus", "none", "--slots", "2", "--id", "plain")
+	own := background(t, "worker", "--nats", url, "--run", "wr", "--gpus", "none", "--slots", "1", "--id", "own",
+		"--evaluator", "sim", "--sim-mean", "0.02")
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	_ = plain.wait(t, 30*time.Second)
+	_ = own.wait(t, 30*time.Second)
+	if !strings.Contains(plain.stderr.String(), "evaluator=sim") {
+		t.Errorf("a worker with no evaluator flag did not take the run's sim evaluator:\n%s", tail(plain.stderr.String(), 2000))
+	}
+	if strings.Contains(plain.stderr.String(), "differs") {
+		t.Errorf("a worker running the run's own evaluator says it differs:\n%s", tail(plain.stderr.String(), 2000))
+	}
+	if !strings.Contains(own.stderr.String(), "differs from the run's") || !strings.Contains(own.stderr.String(), "--sim-mean 0.05") {
+		t.Errorf("a worker given its own --sim-mean did not say how its evaluator differs:\n%s", tail(own.stderr.String(), 2000))
+	}
+
+	// A run whose controller was given no evaluator records none: a worker
+	// with no evaluator flag is told to give one, at once.
+	ctl2 := background(t, "controller", "--run", "none", "--nats", url, "--budget", "20", "--log-level", "info")
+	waitLog(t, ctl2, "records no evaluator")
+	r := evoq(t, time.Minute, "worker", "--nats", url, "--run", "none", "--gpus", "none")
+	if r.code != 2 || !strings.Contains(r.stderr, "records no evaluator") || !strings.Contains(r.stderr, "--eval-cmd") {
+		t.Errorf("worker on a run with no recorded evaluator: exit %d, want 2 naming the flags:\n%s", r.code, tail(r.stderr, 2000))
+	}
+}
+
+// waitLog waits until p's log holds s, and returns the log.
+func waitLog(t *testing.T, p *proc, s string) string {
+	t.Helper()
+	waitShowing(t, time.Minute, func() bool { return strings.Contains(p.stderr.String(), s) }, func() string { return p.stderr.String() })
+	return p.stderr.String()
+}
