@@ -35,6 +35,10 @@ const (
 	ProgressDefault = 5 * time.Second
 	// WaitSlotsTimeoutDefault bounds the wait for Config.WaitSlots.
 	WaitSlotsTimeoutDefault = time.Minute
+	// JoinGraceDefault is the time the expected slots have to join before
+	// one failing host may fail the run: the spread of an allocation's
+	// node starts, with room to spare.
+	JoinGraceDefault = time.Minute
 	// ErrorRetriesDefault retries a failed design once, elsewhere.
 	ErrorRetriesDefault = 1
 	// QuarantineAfterDefault quarantines a slot after three failed
@@ -156,6 +160,12 @@ type Config struct {
 	// ExpectSlots and WaitSlots: a run that expects many slots hears from
 	// more of them before it gives up. FailFastOff turns the check off.
 	FailFast int
+	// JoinGrace is how long after the run goes live the slots it expects
+	// (ExpectSlots, WaitSlots) have to join before failures from one host
+	// alone may fail the run (see FailFast): until then a node that fails
+	// at once is quarantined, not the run's verdict. Defaults to
+	// JoinGraceDefault.
+	JoinGrace time.Duration
 	// JoinHint says how a worker joins this run (a command line, say),
 	// for the warning about a run without a live slot (see
 	// NoSlotRepeatMax), which is given after IdleAlarm too. Defaults to
@@ -204,6 +214,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Progress <= 0 {
 		c.Progress = ProgressDefault
+	}
+	if c.JoinGrace <= 0 {
+		c.JoinGrace = JoinGraceDefault
 	}
 	if c.IdleAlarm == 0 {
 		c.IdleAlarm = IdleAlarmDefault

@@ -136,7 +136,7 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueSearch(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
-	if err := continueEvaluator(rec, &cfg, k); err != nil {
+	if err := continueEvaluator(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
 	continueQuarantine(rec, &cfg, k, now)
@@ -228,11 +228,15 @@ func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
 }
 
 // continueEvaluator takes the evaluator from the record, or refuses
-// another given one: it decides what a result is. A record without one (a
-// run recorded before evaluators were kept, or started by a controller
-// given none) records the given one from now on.
-func continueEvaluator(rec *schema.Run, cfg *Config, k *Continuation) error {
+// another given one: it decides what a result is. A run that failed fast
+// is the exception: its evaluator did not work, and continuing it with a
+// fixed one is the way out the failure names, recorded as a change. A
+// record without one (a run recorded before evaluators were kept, or
+// started by a controller given none) records the given one from now on.
+func continueEvaluator(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
 	switch {
+	case rec.Evaluator != nil && cfg.Evaluator != nil && rec.Phase == schema.PhaseFailed && !reflect.DeepEqual(cfg.Evaluator, rec.Evaluator):
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "evaluator", From: rec.Evaluator.String(), To: cfg.Evaluator.String()})
 	case rec.Evaluator == nil:
 		if cfg.Evaluator != nil {
 			k.Recorded = append(k.Recorded, "evaluator")
@@ -242,7 +246,7 @@ func continueEvaluator(rec *schema.Run, cfg *Config, k *Continuation) error {
 		k.Taken = append(k.Taken, "evaluator="+strings.ReplaceAll(rec.Evaluator.String(), " ", "_"))
 	case !reflect.DeepEqual(cfg.Evaluator, rec.Evaluator):
 		return &SettingError{Field: "Evaluator", Recorded: rec.Evaluator.String(), Given: cfg.Evaluator.String(),
-			Why: "it decides what a result is, so it cannot change mid-run (leave the evaluator settings out to continue with the recorded evaluator; a worker whose node needs another path may be given its own, which its log and status then show)"}
+			Why: "it decides what a result is, so it cannot change mid-run, only after the run failed fast (leave the evaluator settings out to continue with the recorded evaluator; a worker whose node needs another path may be given its own, which its log and status then show)"}
 	}
 	return nil
 }

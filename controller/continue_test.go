@@ -331,3 +331,56 @@ func TestContinueCheckpoints(t *testing.T) {
 		t.Errorf("a checkpoint dir for a run in the object store: %v", err)
 	}
 }
+
+// The evaluator is taken from the record; another is refused, unless the
+// run failed fast, where a fixed one is the way out and is recorded as a
+// change; a record without one records the given one from now on.
+func TestContinueEvaluator(t *testing.T) {
+	t.Parallel()
+	cmd := &schema.Evaluator{Cmd: "python3 ev.py", Persistent: true, Timeout: time.Minute, StopGrace: 10 * time.Second}
+	other := &schema.Evaluator{Builtin: schema.EvaluatorMLP, StopGrace: 10 * time.Second}
+	tests := []struct {
+		name        string
+		rec, given  *schema.Evaluator
+		phase       schema.Phase
+		want        *schema.Evaluator
+		refused     bool
+		change      bool
+		recordedNow bool
+	}{
+		{"taken", cmd, nil, schema.PhaseRunning, cmd, false, false, false},
+		{"the same given", cmd, cmd, schema.PhaseRunning, cmd, false, false, false},
+		{"another refused", cmd, other, schema.PhaseRunning, nil, true, false, false},
+		{"a failed run takes a fixed one", cmd, other, schema.PhaseFailed, other, false, true, false},
+		{"none recorded, none given", nil, nil, schema.PhaseRunning, nil, false, false, false},
+		{"none recorded, one given", nil, cmd, schema.PhaseRunning, cmd, false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recorded(t)
+			rec.Evaluator, rec.Phase = tt.rec, tt.phase
+			cfg, k, err := resolve(rec, Config{Run: "x", Evaluator: tt.given}, time.Now)
+			var se *SettingError
+			if tt.refused {
+				if !errors.As(err, &se) || se.Field != "Evaluator" || !strings.Contains(err.Error(), "python3 ev.py") {
+					t.Fatalf("err %v; want a SettingError on Evaluator naming the recorded command", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (cfg.Evaluator == nil) != (tt.want == nil) || (tt.want != nil && cfg.Evaluator.String() != tt.want.String()) {
+				t.Errorf("evaluator %v, want %v", cfg.Evaluator, tt.want)
+			}
+			changed := len(k.Changes) == 1 && k.Changes[0].Setting == "evaluator"
+			if changed != tt.change {
+				t.Errorf("changes %+v; want an evaluator change: %v", k.Changes, tt.change)
+			}
+			if got := strings.Contains(strings.Join(k.Recorded, " "), "evaluator"); got != tt.recordedNow {
+				t.Errorf("recorded now %v; want evaluator among them: %v", k.Recorded, tt.recordedNow)
+			}
+		})
+	}
+}

@@ -25,7 +25,36 @@ func (c *Controller) heldSlots(id string, p *schema.Presence) []int {
 	if c.fold == nil {
 		return nil
 	}
-	return HeldSlots(c.fold.Tally(), id, p)
+	held := HeldSlots(c.fold.Tally(), id, p)
+	for _, i := range c.heldEarly[id] {
+		if !slices.Contains(held, i) && (p == nil || p.Started.IsZero() || !c.heldEarlyAt[id].Before(p.Started)) {
+			held = append(held, i)
+		}
+	}
+	slices.Sort(held)
+	return held
+}
+
+// holdEarly stops feeding a suspect slot (its failures in a row reached
+// QuarantineAfter while no other slot has succeeded) while the slots the
+// run expects are still joining: the first node up of an allocation that
+// fails at once would otherwise fail design after design before any other
+// node could show whether the evaluator works. It is the controller's live
+// choice of which slots to feed, like the tally's quarantine, and decides
+// no result: once another slot succeeds, the tally quarantines the slot
+// for good; if the others fail too, the fail-fast check fails the run.
+func (c *Controller) holdEarly(s SlotHealth) {
+	if !c.othersComing() || slices.Contains(c.heldEarly[s.Worker], s.Slot) {
+		return
+	}
+	if c.heldEarlyAt == nil {
+		c.heldEarly, c.heldEarlyAt = map[string][]int{}, map[string]time.Time{}
+	}
+	c.heldEarly[s.Worker] = append(c.heldEarly[s.Worker], s.Slot)
+	c.heldEarlyAt[s.Worker] = c.cfg.Now()
+	c.log.WithFields(slotFields(s)).WithFields(logrus.Fields{"live_slots": c.liveSlots(), "expected_slots": c.expectedSlots()}).
+		Warn("slot failed its first designs before the run's other slots joined: not fed while they join, so that its failures do not decide the run")
+	c.sendControl(s.Worker, nil, true)
 }
 
 // HeldSlots are the slots of worker that t quarantined while the worker's
@@ -56,6 +85,10 @@ func (c *Controller) onSlotEvents(evs []SlotEvent) {
 		s := ev.Slot
 		switch ev.Kind {
 		case SlotSuspect:
+			if c.othersComing() {
+				c.holdEarly(s)
+				continue
+			}
 			c.log.WithFields(slotFields(s)).WithField("advice", "if every slot fails alike, check the workers' evaluator command and its environment on every node").
 				Warn("slot failed its last designs, and no other slot has succeeded yet: not quarantined, since the evaluator or the search space may be at fault")
 		case SlotQuarantined:

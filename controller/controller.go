@@ -79,6 +79,11 @@ type Controller struct {
 	// controlSent is when each worker was last told its quarantined
 	// slots (see control.go).
 	controlSent map[string]time.Time
+	// heldEarly are the slots not fed since they failed their first
+	// designs while the run's expected slots were joining (see
+	// holdEarly), by worker, and when each worker's were last held.
+	heldEarly   map[string][]int
+	heldEarlyAt map[string]time.Time
 	// stopper runs the early-stopping rule; nil for a run without one.
 	stopper *stopper
 	// ckpt applies the checkpoint store's rule (see checkpoints.go).

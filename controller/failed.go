@@ -24,15 +24,33 @@ func (c *Controller) judge(m resultMsg, v Verdict) {
 // decideFailure acts on a held fail-fast verdict once every live slot has
 // failed in the window too, or the budget is spent (see FailFast.Observe):
 // a broken node that fails at once must not fail a run whose healthy slots
-// are still training their first designs. While the results stream is
-// replayed nothing is decided: the slots live now are known only after.
+// are still training their first designs. Nor must it fail a run whose
+// other nodes have not joined yet: on an allocation the nodes start
+// seconds apart. So failures from one host decide only once the slots the
+// run expects (ExpectSlots, WaitSlots) are live, or JoinGrace after the
+// run went live; until then the broken node is left to quarantine, and
+// its failed designs are retried elsewhere (see avoid). While the results
+// stream is replayed nothing is decided: the slots live now are known
+// only after.
 func (c *Controller) decideFailure(spent bool) {
 	h := c.failFast.Held()
-	if h == nil || c.failure != nil || (!spent && (!c.live || !c.everyLiveSlotFailed())) {
+	if h == nil || c.failure != nil {
+		return
+	}
+	if !spent && (!c.live || !c.everyLiveSlotFailed() || (c.failFast.Hosts() < 2 && c.othersComing())) {
 		return
 	}
 	c.failure = h
 }
+
+// othersComing reports whether slots the run expects have not joined yet
+// and the grace for them is not over.
+func (c *Controller) othersComing() bool {
+	return c.liveSlots() < c.expectedSlots() && c.cfg.Now().Sub(c.liveSince) < c.cfg.JoinGrace
+}
+
+// expectedSlots are the slots the run was told to expect.
+func (c *Controller) expectedSlots() int { return max(c.cfg.ExpectSlots, c.cfg.WaitSlots) }
 
 // everyLiveSlotFailed reports whether there is a live slot, and every
 // live slot that takes designs has a failed attempt in the fail-fast

@@ -64,9 +64,11 @@ func (e *FailedError) Unwrap() error { return ErrFailed }
 
 // FailFast is the fail-fast check over one window of a run's attempts.
 // An attempt is a stored result of one of the run's designs, counted or a
-// duplicate: an evaluation that ran. Malformed and foreign results are no
-// attempt of the run's, and a lost result is no evaluator's verdict (the
-// controller records it when workers died): they are skipped.
+// duplicate. Malformed and foreign results are no attempt of the run's:
+// they are skipped. A lost result (the controller records it when a
+// design's deliveries ran out) fails like an error: an evaluator that
+// kills its worker, or hangs until its deliveries run out, is as broken
+// as one that exits with an error.
 type FailFast struct {
 	n     int    // attempts judged; 0: off
 	from  uint64 // attempts stored at stream sequences above it count
@@ -75,14 +77,17 @@ type FailFast struct {
 	order []string // error texts as first seen: a tie goes to the earliest
 	over  bool     // an attempt worked: the run passed
 	held  *schema.Failure
-	// slots are the (worker, slot) pairs a failed attempt came from.
+	// slots are the (worker, slot) pairs a failed attempt came from,
+	// hosts their hosts.
 	slots map[SlotKey]bool
+	hosts map[string]bool
 }
 
 // NewFailFast returns the check of the first n attempts stored at stream
 // sequences above from; n <= 0 turns it off.
 func NewFailFast(n int, from uint64) *FailFast {
-	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0, slots: map[SlotKey]bool{}}
+	return &FailFast{n: max(n, 0), from: from, texts: map[string]int{}, over: n <= 0, slots: map[SlotKey]bool{},
+		hosts: map[string]bool{}}
 }
 
 // Observe judges the next stored result in stream order: seq is its
@@ -107,11 +112,12 @@ func (f *FailFast) Observe(seq uint64, r *schema.Result, v Verdict, spent bool) 
 	case schema.StatusOK, schema.StatusInfeasible:
 		f.over, f.held = true, nil
 		return nil
-	case schema.StatusError, schema.StatusTimeout:
+	case schema.StatusError, schema.StatusTimeout, schema.StatusLost:
 		if f.held != nil {
-			// The verdict is built: only which slots failed still matters
-			// (FailedOn), however long one broken node keeps failing.
-			f.slots[SlotKey{r.Worker, r.Slot}] = true
+			// The verdict is built: only which slots and hosts failed
+			// still matters (FailedOn, Hosts), however long one broken
+			// node keeps failing.
+			f.where(r)
 			return nil
 		}
 		f.add(r)
@@ -134,9 +140,23 @@ func (f *FailFast) Passed() bool { return f.over }
 // of worker.
 func (f *FailFast) FailedOn(worker string, slot int) bool { return f.slots[SlotKey{worker, slot}] }
 
+// Hosts is the number of hosts failed attempts in the window came from.
+func (f *FailFast) Hosts() int { return len(f.hosts) }
+
+// where notes the slot and host of a failed attempt; a lost result, which
+// the controller records, names neither.
+func (f *FailFast) where(r *schema.Result) {
+	if r.Worker != "" {
+		f.slots[SlotKey{r.Worker, r.Slot}] = true
+	}
+	if r.Host != "" {
+		f.hosts[r.Host] = true
+	}
+}
+
 func (f *FailFast) add(r *schema.Result) {
 	f.seen++
-	f.slots[SlotKey{r.Worker, r.Slot}] = true
+	f.where(r)
 	text := ErrorGist(r.Error)
 	if text == "" {
 		text = "no error text (status " + string(r.Status) + ")"

@@ -95,10 +95,10 @@ func TestFailFast(t *testing.T) {
 		{"timeouts are failures", 3, 500, 0, []stored{failed(1, "x"), {seq: 2, status: schema.StatusTimeout, text: "timed out after 1s"},
 			{seq: 3, status: schema.StatusTimeout, text: "timed out after 1s"}},
 			&schema.Failure{Attempts: 3, StreamSeq: 3, Error: "timed out after 1s", Count: 2}},
-		{"malformed, foreign and lost results are no attempts", 3, 500, 0, []stored{failed(1, "x"), {kind: "malformed"},
-			{seq: 2, kind: "foreign", status: schema.StatusOK}, {seq: 900, status: schema.StatusOK}, {seq: 2, status: schema.StatusLost},
+		{"malformed and foreign results are no attempts; a lost one fails", 3, 500, 0, []stored{failed(1, "x"), {kind: "malformed"},
+			{seq: 2, kind: "foreign", status: schema.StatusOK}, {seq: 900, status: schema.StatusOK}, {seq: 2, status: schema.StatusLost, text: "redelivery limit 3 reached"},
 			failed(3, "x"), failed(4, "x")},
-			&schema.Failure{Attempts: 3, StreamSeq: 7, Error: "x", Count: 3}},
+			&schema.Failure{Attempts: 3, StreamSeq: 6, Error: "x", Count: 2}},
 		{"a second attempt of a design is an attempt", 3, 500, 0, []stored{failed(1, "x"), failed(1, "x"), failed(2, "x")},
 			&schema.Failure{Attempts: 3, StreamSeq: 3, Error: "x", Count: 3}},
 		{"a duplicate that works ends the check", 3, 500, 0, []stored{failed(1, "x"), worked(1), failed(2, "x"), failed(3, "x")}, nil},
@@ -107,7 +107,12 @@ func TestFailFast(t *testing.T) {
 			&schema.Failure{Attempts: 3, StreamSeq: 7, Error: "new", Count: 3}},
 		{"the budget ends before n", 10, 4, 0, failures(1, 4, notFound),
 			&schema.Failure{Attempts: 4, StreamSeq: 4, Error: notFound, Count: 4}},
-		{"a budget of lost designs has no attempt", 10, 2, 0, []stored{{seq: 1, status: schema.StatusLost}, {seq: 2, status: schema.StatusLost}}, nil},
+		{"a budget of lost designs fails", 10, 2, 0, []stored{{seq: 1, status: schema.StatusLost, text: "redelivery limit 3 reached"},
+			{seq: 2, status: schema.StatusLost, text: "redelivery limit 3 reached"}},
+			&schema.Failure{Attempts: 2, StreamSeq: 2, Error: "redelivery limit 3 reached", Count: 2}},
+		{"lost results fail like errors", 3, 500, 0, []stored{{seq: 1, status: schema.StatusLost, text: "redelivery limit 3 reached"},
+			failed(2, "x"), {seq: 3, status: schema.StatusLost, text: "redelivery limit 3 reached"}},
+			&schema.Failure{Attempts: 3, StreamSeq: 3, Error: "redelivery limit 3 reached", Count: 2}},
 		{"off", 0, 500, 0, failures(1, 50, notFound), nil},
 		{"the most common text", 5, 500, 0, []stored{failed(1, "a"), failed(2, "b"), failed(3, "b"), failed(4, "a"), failed(5, "b")},
 			&schema.Failure{Attempts: 5, StreamSeq: 5, Error: "b", Count: 3}},
@@ -135,18 +140,18 @@ func TestFailFastPrefix(t *testing.T) {
 	stream := []stored{failed(1, "a"), {kind: "malformed"}, failed(2, "b"), failed(2, "b"), {seq: 3, status: schema.StatusLost},
 		failed(4, "b"), {seq: 5, kind: "foreign"}, failed(5, "a"), failed(6, "b"), failed(7, "b")}
 	whole, _ := judgeStream(5, 100, 0, stream)
-	if whole == nil || whole.StreamSeq != 8 {
-		t.Fatalf("whole stream: %+v; want a failure at stream sequence 8", whole)
+	if whole == nil || whole.StreamSeq != 6 {
+		t.Fatalf("whole stream: %+v; want a failure at stream sequence 6", whole)
 	}
 	for k := range len(stream) + 1 {
 		got, check := judgeStream(5, 100, 0, stream[:k])
 		switch {
-		case k < 8 && got != nil:
+		case k < 6 && got != nil:
 			t.Errorf("prefix of %d: failed %+v before the whole stream did", k, got)
-		case k >= 8 && !reflect.DeepEqual(got, whole):
+		case k >= 6 && !reflect.DeepEqual(got, whole):
 			t.Errorf("prefix of %d: %+v, want %+v", k, got, whole)
 		}
-		if seen, of, done := check.Pending(); k < 8 && (done || of != 5 || seen > 5) {
+		if seen, of, done := check.Pending(); k < 6 && (done || of != 5 || seen > 5) {
 			t.Errorf("prefix of %d: pending %d of %d, done %v", k, seen, of, done)
 		}
 	}

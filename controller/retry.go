@@ -93,6 +93,11 @@ func (c *Controller) avoid(f *Failures) (hosts, workers []string) {
 		otherHost = otherHost || !slices.Contains(f.Hosts, w.p.Host)
 		otherWorker = otherWorker || !slices.Contains(f.Workers, id)
 	}
+	// Slots the run expects that have not joined yet are on other hosts
+	// as far as anyone knows: a design that failed on the first node up
+	// waits for them (a hand-back of worker.AvoidDelay) rather than fail
+	// there again.
+	otherHost = otherHost || c.othersComing()
 	switch {
 	case otherHost && len(f.Hosts) > 0:
 		return slices.Clone(f.Hosts), nil

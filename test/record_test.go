@@ -150,3 +150,52 @@ func waitLog(t *testing.T, p *proc, s string) string {
 	waitShowing(t, time.Minute, func() bool { return strings.Contains(p.stderr.String(), s) }, func() string { return p.stderr.String() })
 	return p.stderr.String()
 }
+
+// A node whose evaluator fails at once, started a second before the
+// healthy ones, with --expect-slots covering all of them and no
+// --wait-slots: the run does not fail on the first node's word. The node
+// is quarantined after at most --quarantine-after failed attempts per
+// slot, its designs are retried elsewhere, and no design ends counted
+// error.
+func TestStartSkewBrokenNodeFirst(t *testing.T) {
+	t.Parallel()
+	const run = "skew"
+	_, url := startBroker(t, t.TempDir())
+	ctl := newProc(nil, "controller", "--nats", url, "--run", run, "--evaluator", "sim", "--sim-mean", "0.05",
+		"--budget", "80", "--init", "10", "--pool", "5", "--expect-slots", "5", "--json", "--log-level", "info")
+	var out strings.Builder
+	ctl.cmd.Stdout = &out
+	ctl.start(t, nil)
+	broken := background(t, "worker", "--nats", url, "--run", run, "--id", "broken", "--host", "broken-node",
+		"--gpus", "none", "--slots", "1", "--eval-cmd", brokenGPU, "--log-level", "info")
+	waitShowing(t, time.Minute, func() bool { return strings.Contains(broken.stderr.String(), "evaluation failed") },
+		func() string { return broken.stderr.String() + ctl.stderr.String() })
+	time.Sleep(time.Second) // the allocation's other nodes start a second later
+	h1 := background(t, "worker", "--nats", url, "--run", run, "--id", "h1", "--gpus", "none", "--slots", "2")
+	h2 := background(t, "worker", "--nats", url, "--run", run, "--id", "h2", "--gpus", "none", "--slots", "2")
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v (the run failed on one node's word?)\n%s", err, tail(ctl.stderr.String(), 4000))
+	}
+	s := lastJSON(t, out.String())
+	if s.Evaluations != 80 || s.Error != 0 || s.Timeout != 0 || s.Lost != 0 {
+		t.Errorf("summary: %d evaluations, %d ok, %d error, %d timeout, %d lost; want 80 with no error",
+			s.Evaluations, s.OK, s.Error, s.Timeout, s.Lost)
+	}
+	if err := broken.wait(t, 30*time.Second); err == nil {
+		t.Errorf("the broken worker exited 0; want the quarantine's exit:\n%s", tail(broken.stderr.String(), 2000))
+	}
+	_ = h1.wait(t, 30*time.Second)
+	_ = h2.wait(t, 30*time.Second)
+	_, js := connectJS(t, url)
+	store := storedResults(t, js, run)
+	failedThere, there := 0, ""
+	for _, r := range store {
+		if r.Worker == "broken" && r.Status != "ok" {
+			failedThere++
+			there += fmt.Sprintf("\n  %s attempt %d retry %d: %s", r.DesignID, r.Attempt, r.Design.Retry, r.Status)
+		}
+	}
+	if failedThere == 0 || failedThere > 3 {
+		t.Errorf("the broken node failed %d attempts; want 1 to 3 (--quarantine-after 3 times its 1 slot):%s", failedThere, there)
+	}
+}

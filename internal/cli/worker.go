@@ -22,6 +22,7 @@ type workerCmd struct {
 	w            workerFlags
 	l            logFlags
 	nats, run    string
+	host         string
 	connect      string
 	sec          securityFlags
 	metricsAddr  string
@@ -45,6 +46,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.connect, "connect", "", "connect file written by 'evoq controller --connect-file': broker URLs and run ID (a worker started first waits for it, as for its run; --wait-for-run bounds the wait)")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
+	fs.StringVar(&c.host, "host", "", "host name recorded in results and heartbeats, by which failures are charged to a node (default: the machine's host name; set it where nodes share one, as containers may)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
 	fs.DurationVar(&c.waitForRun, "wait-for-run", 0, "give up, exit 1, when the run has not started on the broker after this long (0: wait for ever)")
 	if err := parse(fs, args); err != nil {
@@ -102,7 +104,7 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 	hard, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var w *worker.Worker
-	cfg := worker.Config{Run: run, ID: c.w.id, Slots: c.w.slots, Choose: c.chooseEvaluator,
+	cfg := worker.Config{Run: run, ID: c.w.id, Host: c.host, Slots: c.w.slots, Choose: c.chooseEvaluator,
 		SlotGPUs: c.w.slotGPUs(), SlotGPUUUIDs: c.w.slotGPUUUIDs(ctx, log), Deadline: c.w.deadline,
 		WalltimeMargin: c.w.walltimeMargin, MinEvalTime: c.w.minEval, Logger: log,
 		RunsUnlisted: c.runsUnlisted(), CheckpointDir: c.w.checkpointMount}
