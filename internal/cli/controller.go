@@ -62,9 +62,15 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.trustPath, "trust", "", "operator mode: the trust root (evoq broker init; made here if absent) with which the controller makes its run's account and its workers' JWT credentials, on the embedded broker or, with --nats, a broker cluster")
 }
 
-func (c *controllerCmd) Run(ctx context.Context, args []string) error {
+// flagSet registers controller's flags.
+func (c *controllerCmd) flagSet() *flag.FlagSet {
 	fs := newFlagSet("controller", "Runs the search: folds results into the pool and keeps every live worker slot fed.", c.env.Stderr)
 	c.register(fs)
+	return fs
+}
+
+func (c *controllerCmd) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
 	if err := parse(fs, args); err != nil {
 		return err
 	}

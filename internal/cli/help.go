@@ -25,7 +25,7 @@ var flagGroups = []struct {
 	{"Early stopping", []string{"early-stop", "min-step", "max-step", "eta", "stop-grace"}},
 	{"Checkpoints and inheritance", []string{"inherit", "checkpoint-dir", "max-checkpoint", "keep-checkpoints", "checkpoint-mount"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver", "error-retries", "quarantine-after"}},
-	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "walltime", "walltime-margin",
+	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "host", "walltime", "walltime-margin",
 		"min-eval-time", "drain-timeout", "wait-for-run"}},
 	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint"}},
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",

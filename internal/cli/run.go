@@ -31,6 +31,8 @@ type runCmd struct {
 	w       workerFlags
 	workers int
 	live    bool // stderr is a terminal: draw a live progress line
+	// drainTimeout is the local workers' --drain-timeout.
+	drainTimeout time.Duration
 }
 
 // WorkerExitTimeout is how long run waits for its workers to leave after
@@ -44,11 +46,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "revoke" {
 		return (&runRevokeCmd{env: c.env}).Run(ctx, args[1:])
 	}
-	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
-	c.register(fs)
-	c.localWorkers = true
-	c.w.register(fs, runtime.NumCPU(), "none")
-	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
+	fs := c.flagSet()
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +75,17 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	}
 	c.b.run = cfg.Run
 	return c.runAll(ctx, cfg, log)
+}
+
+// flagSet registers run's flags.
+func (c *runCmd) flagSet() *flag.FlagSet {
+	fs := newFlagSet("run", "Runs a whole search: embedded broker, controller and --workers local worker processes sharing --slots.", c.env.Stderr)
+	c.register(fs)
+	c.localWorkers = true
+	c.w.register(fs, runtime.NumCPU(), "none")
+	fs.IntVar(&c.workers, "workers", 1, "local worker processes; the slots are shared out among them")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on an interrupt, time the local workers' running evaluations get to finish before their designs are handed back")
+	return fs
 }
 
 // problemDefaults gives a run of a built-in test problem (zdt1, zdt2) its
@@ -236,6 +245,7 @@ func (c *runCmd) startWorkers(connect, run string, log logrus.FieldLogger) (*wor
 		// No evaluator flags: the workers take the run's recorded
 		// evaluator, as any worker that joins the run does.
 		args = append(args, c.w.args()...)
+		args = append(args, "--drain-timeout", c.drainTimeout.String())
 		cmd := exec.Command(exe, append(args, c.l.args()...)...)
 		cmd.Stdout, cmd.Stderr = c.env.Stderr, c.env.Stderr
 		// A process group of its own: a Ctrl-C on the terminal reaches

@@ -35,7 +35,8 @@ type workerCmd struct {
 // evaluations finish before handing them back.
 const DrainTimeoutDefault = 5 * time.Minute
 
-func (c *workerCmd) Run(ctx context.Context, args []string) error {
+// flagSet registers worker's flags.
+func (c *workerCmd) flagSet() *flag.FlagSet {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
 	c.w.register(fs, 1, "auto")
 	c.w.ev.register(fs)
@@ -49,6 +50,11 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.host, "host", "", "host name recorded in results and heartbeats, by which failures are charged to a node (default: the machine's host name; set it where nodes share one, as containers may)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
 	fs.DurationVar(&c.waitForRun, "wait-for-run", 0, "give up, exit 1, when the run has not started on the broker after this long (0: wait for ever)")
+	return fs
+}
+
+func (c *workerCmd) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
 	if err := parse(fs, args); err != nil {
 		return err
 	}
