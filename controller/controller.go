@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,6 +85,12 @@ type Controller struct {
 	// holdEarly), by worker, and when each worker's were last held.
 	heldEarly   map[string][]int
 	heldEarlyAt map[string]time.Time
+	// warnings are the run's standing warnings (see warnings.go);
+	// warningsDirty: some are not in the run's record yet.
+	warnings        []string
+	warningsDirty   bool
+	inertChecked    bool
+	checkpointsSeen int
 	// stopper runs the early-stopping rule; nil for a run without one.
 	stopper *stopper
 	// ckpt applies the checkpoint store's rule (see checkpoints.go).
@@ -260,6 +267,9 @@ func (c *Controller) declareRun(ctx context.Context) error {
 		c.created = c.record.Created
 		c.changes = append(c.record.Changes, k.Changes...)
 		c.failFrom, c.madeUp = c.record.FailFastFrom, c.record.MadeUp
+		// A continuing run keeps its warnings: they said what its
+		// results lack, and the results are the same.
+		c.warnings = slices.Clone(c.record.Warnings)
 		if c.record.Phase == schema.PhaseFailed {
 			if err := c.continueFailed(ctx); err != nil {
 				return err
@@ -273,7 +283,11 @@ func (c *Controller) declareRun(ctx context.Context) error {
 	c.log.WithFields(c.cfg.Fields()).Info("controller starting")
 	if k != nil {
 		c.log.WithFields(k.Fields()).Info("continuing the run with its recorded settings")
+		for _, w := range c.warnings {
+			c.log.Warn("the run's warning: " + w)
+		}
 	}
+	c.startWarnings()
 	// The run state, with its search space, exists before the consumer, so
 	// a worker that finds the consumer finds the space too.
 	if err := c.setPhase(ctx, schema.PhaseStarting); err != nil {
@@ -359,7 +373,7 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		FailFast: c.cfg.FailFast, FailFastFrom: c.failFrom, MadeUp: c.madeUp, Failure: failure,
 		EarlyStop: c.cfg.EarlyStop, Checkpoints: c.cfg.Checkpoints.record(),
 		Objectives: objs, Constraints: cons, HVRef: c.cfg.HVRef, Variation: c.cfg.variation(),
-		Evaluator: c.cfg.Evaluator, Created: c.created, Updated: now,
+		Evaluator: c.cfg.Evaluator, Warnings: c.warnings, Created: c.created, Updated: now,
 	})
 	if err != nil {
 		return err

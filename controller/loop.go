@@ -127,6 +127,8 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	c.lastResult = c.cfg.Now()
+	c.noteResult(m.res)
+	c.checkInert()
 	c.onSlotEvents(c.fold.Tally().SlotEvents())
 	switch v {
 	case Retried:
@@ -198,6 +200,8 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 	case <-tick:
 		c.lease.setFigures(c.fold.Figures().Snapshot(c.fold.Tally(), c.cfg.Now()))
 		c.decideFailure(false)
+		c.checkInert()
+		c.recordWarnings(ctx)
 		c.checkResults(ctx)
 		c.checkLimits(ctx, c.liveSlots())
 		c.progress(false)
@@ -481,6 +485,7 @@ func (c *Controller) onPresence(ctx context.Context, ev presenceEvent) {
 			c.log.WithFields(logrus.Fields{"worker": ev.worker, "host": ev.p.Host, "slots": ev.p.Slots}).Info("worker joined")
 		}
 		c.checkControl(ev.worker, ev.p)
+		c.workerWarnings(ev.worker, ev.p)
 	}
 	if live := c.liveSlots(); live > before {
 		c.checkLimits(ctx, live)

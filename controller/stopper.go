@@ -232,6 +232,13 @@ func (s *stopper) summary() *EarlyStopSummary {
 	return Summarize(s.rungs)
 }
 
+// reports is how many reports the rule has judged.
+func (s *stopper) reports() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rungs.Reports()
+}
+
 func (s *stopper) digest() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -63,6 +63,10 @@ type Summary struct {
 	EarlyStop *EarlyStopSummary `json:"early_stop,omitempty"`
 	// Checkpoints is what the checkpoint store holds and did.
 	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
+	// Warnings are the run's standing warnings (a feature on but inert, a
+	// worker whose evaluator differs from the run's), oldest first; empty
+	// when there are none.
+	Warnings []string `json:"warnings"`
 	// Pareto is the front of a run of several objectives or constraints;
 	// nil for one ranked by fitness alone.
 	*Pareto
@@ -166,6 +170,7 @@ func (c *Controller) Summary() *Summary {
 		Slots:   c.slots.MaxLive(), SlotsUsed: st.SlotsUsed(),
 		GapP50Ms: ms(st.GapQuantile(0.5)), GapP99Ms: ms(st.GapQuantile(0.99)),
 		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
+		Warnings: append([]string{}, c.warnings...),
 	}
 	// A slot that evaluated was live: the largest live count seen can be
 	// short of it when heartbeats come late (a loaded broker), and

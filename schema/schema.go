@@ -318,8 +318,13 @@ type Run struct {
 	// before evaluators were kept, or a controller given none), so every
 	// worker must name its own.
 	Evaluator *Evaluator `msgpack:"evaluator,omitempty" json:"evaluator,omitempty"`
-	Created   time.Time  `msgpack:"created" json:"created"`
-	Updated   time.Time  `msgpack:"updated" json:"updated"`
+	// Warnings are the run's standing warnings: a feature on but inert, a
+	// worker whose evaluator differs from the run's, and the like. They
+	// decide nothing; they are kept so that status shows them after the
+	// run, and a restart keeps them.
+	Warnings []string  `msgpack:"warnings,omitempty" json:"warnings,omitempty"`
+	Created  time.Time `msgpack:"created" json:"created"`
+	Updated  time.Time `msgpack:"updated" json:"updated"`
 }
 
 // Failure is the fail-fast check's verdict on a run whose first attempts

@@ -177,7 +177,7 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 	if err != nil {
 		return err
 	}
-	if err := c.resolveEvaluator(rec, cfg, log); err != nil {
+	if err := c.resolveEvaluator(rec, cfg); err != nil {
 		return err
 	}
 	if rec == nil {
@@ -206,9 +206,9 @@ func (c *controllerCmd) resolve(ctx context.Context, s *session, cfg *controller
 // resolveEvaluator sets the run's evaluator: the flags given, on top of
 // the recorded one (a difference is refused by controller.Continue); else
 // the recorded one; else, for a new run whose workers this command starts,
-// the default. A controller given none for a run that records none warns:
-// its workers must each name one.
-func (c *controllerCmd) resolveEvaluator(rec *schema.Run, cfg *controller.Config, log logrus.FieldLogger) error {
+// the default. A controller given none for a run that records none warns
+// (controller.Warnings): its workers must each name one.
+func (c *controllerCmd) resolveEvaluator(rec *schema.Run, cfg *controller.Config) error {
 	var recorded *schema.Evaluator
 	if rec != nil {
 		recorded = rec.Evaluator
@@ -221,8 +221,6 @@ func (c *controllerCmd) resolveEvaluator(rec *schema.Run, cfg *controller.Config
 		cfg.Evaluator = recorded
 	case c.localWorkers:
 		return usageErr("run %s records no evaluator (it was started before evaluators were recorded, or by a controller given none): give --evaluator or --eval-cmd, with its settings, for the local workers; they are recorded from now on", cfg.Run)
-	default:
-		log.WithField("run", cfg.Run).Warn("the run records no evaluator: every worker must name its own with --evaluator or --eval-cmd; give the controller the evaluator flags to record one that workers then take")
 	}
 	return err
 }

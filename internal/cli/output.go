@@ -55,6 +55,9 @@ func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
 			fmt.Fprintf(w, "%d ok results lacked an objective and are not in the pool\n", p.Unmeasured)
 		}
 	}
+	if len(s.Warnings) > 0 {
+		fmt.Fprintf(w, "warnings:\n%s", controller.WarningsText(s.Warnings))
+	}
 	if !jsonOut {
 		return nil
 	}

@@ -67,6 +67,10 @@ type runStatus struct {
 	Controller *schema.Lease  `json:"controller,omitempty"`
 	Workers    []workerStatus `json:"workers"`
 	Problems   []string       `json:"problems"`
+	// Warnings are the run's standing warnings, as its record keeps them
+	// (controller.Warnings), and those its live workers send with their
+	// heartbeats.
+	Warnings []string `json:"warnings"`
 	// CountedBy says where the figures come from: "controller", the
 	// snapshot the run's live controller keeps in its lease, or
 	// "results", a count of the stored results.
@@ -186,6 +190,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 	if ri.Run != nil {
 		st.Settings, st.Changes, st.Failure = controller.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
 		st.EarlyStop = ri.Run.EarlyStop
+		st.Warnings = append(st.Warnings, ri.Run.Warnings...)
 	}
 	if ri.Run != nil && ri.Run.Checkpoints != nil {
 		st.Checkpoints = readCheckpoints(ctx, r.JS(), ri.ID, ri.Run.Checkpoints)
@@ -226,6 +231,15 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
 		w.Live = controller.Alive(p.Presence, p.Stored, time.Now())
 		w.presence = &p.Presence
+		if !w.Live {
+			continue
+		}
+		for _, x := range p.Warnings {
+			// The controller's record words a worker's warning so.
+			if msg := fmt.Sprintf("worker %s (host %s): %s", p.Worker, p.Host, x); !slices.Contains(st.Warnings, msg) {
+				st.Warnings = append(st.Warnings, msg)
+			}
+		}
 	}
 }
 
@@ -304,6 +318,9 @@ func (st *runStatus) print(env Env) {
 	if f := st.Failure; f != nil {
 		fmt.Fprintf(env.Stdout, "failed: the first %d evaluations all failed, %d of them with %q; continue with --resume once the evaluator is fixed\n",
 			f.Attempts, f.Count, f.Error)
+	}
+	if len(st.Warnings) > 0 {
+		fmt.Fprintf(env.Stdout, "warnings:\n%s", controller.WarningsText(st.Warnings))
 	}
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
