@@ -132,6 +132,10 @@ func commandOutcome(ctx context.Context, err error, stdout *lastLine, stderr *ta
 	if line == "" {
 		return noResultLine(stdout.Reports())
 	}
+	if _, isReport, _ := reportLine(line); isReport {
+		// A last report line with no newline: no result line came either.
+		return noResultLine(stdout.Reports() + 1)
+	}
 	return ParseOutput(line)
 }
 

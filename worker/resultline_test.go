@@ -210,6 +210,8 @@ func TestNoResultLine(t *testing.T) {
 			[]string{"printed only report lines (3 of them) and no result line", `{"fitness": 0.93}`}, `last stdout line: ""`},
 		{"reports, then blank lines", `echo '{"report": {"step": 1, "fitness": 0.5}}'; echo; echo "  "`,
 			[]string{"only report lines (1 of them)"}, `last stdout line: ""`},
+		{"reports, the last with no newline", `echo '{"report": {"step": 1, "fitness": 0.5}}'; printf '{"report": {"step": 2, "fitness": 0.6}}'`,
+			[]string{"only report lines (2 of them)"}, "fitness\" or"},
 		{"a bad report only", `echo '{"report": {"step": "one", "fitness": 0.5}}'`,
 			[]string{"only report lines (1 of them)"}, `last stdout line: ""`},
 		{"nothing", `true`, []string{"no output on stdout", `{"fitness": 0.93}`}, `last stdout line: ""`},
