@@ -175,9 +175,16 @@ func TestSplitListen(t *testing.T) {
 		{"host:", "", 0, `port ""`},
 		{"host", "", 0, "want host:port"},
 		{"", "", 0, "want host:port"},
+		// A name DNS does not know (.invalid never resolves), an address
+		// that is not this machine's (TEST-NET-1): named as such.
+		{"notahost.invalid:4222", "", 0, "host notahost.invalid: "},
+		{"192.0.2.1:4222", "", 0, "host 192.0.2.1 is not an address of this machine"},
 	} {
 		t.Run(tc.listen, func(t *testing.T) {
 			t.Parallel()
+			if strings.HasPrefix(tc.listen, "[::1]") && !canListen("[::1]:0") {
+				t.Skip("no IPv6 loopback here")
+			}
 			host, port, err := broker.SplitListen(tc.listen)
 			if tc.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errHas) || !strings.Contains(err.Error(), "--listen") {
@@ -187,6 +194,55 @@ func TestSplitListen(t *testing.T) {
 			}
 			if err != nil || host != tc.host || port != tc.port {
 				t.Errorf("SplitListen = %q, %d, %v; want %q, %d", host, port, err, tc.host, tc.port)
+			}
+		})
+	}
+}
+
+func canListen(addr string) bool {
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		l.Close()
+	}
+	return err == nil
+}
+
+// Only a port in use blames another server; a listen host that is not this
+// machine's, or a name DNS does not know, is named, not taken for one.
+func TestListenErrorsNameTheCause(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() }) // after the parallel subtests
+	for _, tc := range []struct {
+		name, listen string
+		errHas       []string
+		errLacks     string
+	}{
+		{"port in use", busy.Addr().String(), []string{"--listen", "address already in use", "another evoq or NATS server"}, ""},
+		{"unknown host", "notahost.invalid:4222", []string{`--listen "notahost.invalid:4222": host notahost.invalid: `}, "another evoq"},
+		{"not this machine", "192.0.2.1:4222", []string{"host 192.0.2.1 is not an address of this machine"}, "another evoq"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "store")
+			e, err := broker.Start(broker.Config{Dir: dir, Listen: tc.listen})
+			if err == nil {
+				e.Shutdown()
+				t.Fatal("the broker started")
+			}
+			for _, want := range tc.errHas {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+			if tc.errLacks != "" && strings.Contains(err.Error(), tc.errLacks) {
+				t.Errorf("error %q says %q", err, tc.errLacks)
+			}
+			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+				t.Errorf("store %s made before the listen address was checked", dir)
 			}
 		})
 	}

@@ -154,6 +154,9 @@ func splitRouteListen(listen string) (string, int, error) {
 	if host, err = resolveHost(host); err != nil {
 		return "", 0, fmt.Errorf("%w: --cluster-listen %q: %v", ErrCluster, listen, err)
 	}
+	if err := CheckListenHost(host); err != nil {
+		return "", 0, fmt.Errorf("%w: --cluster-listen %q: %v", ErrCluster, listen, err)
+	}
 	return host, port, nil
 }
 
@@ -194,7 +197,8 @@ func checkRoutePort(host string, port int) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%w: --cluster-listen %s: %v (is another evoq or NATS server using it? give each node its own route port)", ErrStart, addr, err)
+		return fmt.Errorf("%w: --cluster-listen %s: %v%s", ErrStart, addr, err,
+			listenHint(err, "is another evoq or NATS server using it? give each node its own route port"))
 	}
 	return l.Close()
 }

@@ -202,14 +202,14 @@ func resolveHost(host string) (string, error) {
 	}
 	addrs, err := iface.Addrs()
 	if err != nil {
-		return "", fmt.Errorf("--listen %s: %w", host, err)
+		return "", fmt.Errorf("interface %s: %w", host, err)
 	}
 	for _, a := range addrs {
 		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
 			return ip.IP.String(), nil
 		}
 	}
-	return "", fmt.Errorf("--listen %s: interface has no IPv4 address", host)
+	return "", fmt.Errorf("interface %s has no IPv4 address", host)
 }
 
 // writeCreds writes c as a .creds file, atomically, mode 0600.

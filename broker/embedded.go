@@ -98,18 +98,23 @@ func (c Config) withDefaults() Config {
 }
 
 // SplitListen parses host:port; port 0 or -1 means a free port. The host
-// may be an interface name such as ib0, for its first IPv4 address.
+// may be an interface name such as ib0, for its first IPv4 address. A host
+// that does not resolve, or is not an address of this machine, is an
+// error naming it (see CheckListenHost).
 func SplitListen(listen string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", 0, fmt.Errorf("--listen %q: want host:port or interface:port: %w", listen, err)
 	}
-	if host, err = resolveHost(host); err != nil {
-		return "", 0, err
-	}
 	port, err := strconv.Atoi(ps)
 	if err != nil || port < -1 || port > 65535 {
 		return "", 0, fmt.Errorf("--listen %q: port %q is not a number in -1..65535", listen, ps)
+	}
+	if host, err = resolveHost(host); err != nil {
+		return "", 0, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if err := CheckListenHost(host); err != nil {
+		return "", 0, fmt.Errorf("--listen %q: %w", listen, err)
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
@@ -242,7 +247,8 @@ func checkPort(host string, port int) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%w: --listen %s: %v (is another evoq or NATS server running? use another port, or port 0 for any free one)", ErrStart, addr, err)
+		return fmt.Errorf("%w: --listen %s: %v%s", ErrStart, addr, err,
+			listenHint(err, "is another evoq or NATS server running? use another port, or port 0 for any free one"))
 	}
 	return l.Close()
 }

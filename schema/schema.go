@@ -51,6 +51,15 @@ const ResultRoom = 64 << 10
 // design larger than ResultRoom leaves the metrics less room.
 const MaxResultLine = MaxMessageSize - ResultRoom
 
+// RunRoom is the part of a run's record (Run) kept for what it holds
+// besides its search space's source: its settings, seeds and changes.
+const RunRoom = 64 << 10
+
+// MaxSpaceSource is the largest search space source (the YAML of
+// --config) a run can have: the source travels whole in the run's record
+// (Run.SpaceYAML), one message of at most MaxBodySize, less RunRoom.
+const MaxSpaceSource = MaxBodySize - RunRoom
+
 // InfeasibleFitness is the fitness recorded for an infeasible design:
 // -MaxInt64, the value the evaluators of the original incident returned.
 const InfeasibleFitness = float64(math.MinInt64)

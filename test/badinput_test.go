@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +140,127 @@ func TestGenomeOutsideSpace(t *testing.T) {
 	}
 	if len(results) != budget+1 {
 		t.Errorf("%d results stored (%d designs served after the rejection); want %d and the rejected one", len(results), served, budget)
+	}
+}
+
+// Bad input is refused at once, exit 2, naming the flag and the cause,
+// before anything starts or is written: a --config too large for the run's
+// record (once exit 1 after a worker had started, "malformed message:
+// *schema.Run is ... bytes"), a run ID no run can have with no broker to
+// ask (once a wait for ever), a --listen host DNS does not know (once a
+// trust root written, then "another evoq or NATS server" blamed).
+func TestBadInputRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	var big strings.Builder
+	big.WriteString("params:\n  x: {type: int, min: 1, max: 9}\n")
+	for big.Len() < 1_400_000 {
+		big.WriteString("# " + strings.Repeat("padding ", 10) + "\n")
+	}
+	bigPath := filepath.Join(t.TempDir(), "big.yaml")
+	write(t, bigPath, big.String())
+	for _, tc := range []struct {
+		name  string
+		args  func(dir string) []string
+		limit time.Duration
+		want  []string
+		lacks []string
+	}{{
+		name: "oversized config",
+		args: func(dir string) []string {
+			return []string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--config", bigPath, "--slots", "1", "--budget", "4", "--init", "2", "--pool", "2"}
+		},
+		limit: time.Minute,
+		want:  []string{"--config " + bigPath, fmt.Sprintf("%d bytes, over the %d-byte limit", big.Len(), schema.MaxSpaceSource)},
+		lacks: []string{"malformed message", "exited abnormally"},
+	}, {
+		name:  "worker run ID with no broker",
+		args:  func(string) []string { return []string{"worker", "--nats", "nats://127.0.0.1:1", "--run", "a b"} },
+		limit: 20 * time.Second,
+		want:  []string{`--run "a b": "a b" has ' '`},
+	}, {
+		name:  "status run ID with no broker",
+		args:  func(string) []string { return []string{"status", "--nats", "nats://127.0.0.1:1", "--run", "a b"} },
+		limit: 20 * time.Second,
+		want:  []string{`--run "a b"`},
+		lacks: []string{"connect to"},
+	}, {
+		name: "broker listen host unknown",
+		args: func(dir string) []string {
+			return []string{"broker", "--dir", dir, "--listen", "notahost.invalid:4222"}
+		},
+		limit: 30 * time.Second,
+		want:  []string{`--listen "notahost.invalid:4222": host notahost.invalid: `},
+		lacks: []string{"another evoq", "trust root"},
+	}, {
+		name:  "run listen host unknown",
+		args:  func(dir string) []string { return []string{"run", "--dir", dir, "--listen", "notahost.invalid:4222"} },
+		limit: 30 * time.Second,
+		want:  []string{`--listen "notahost.invalid:4222": host notahost.invalid: `},
+		lacks: []string{"another evoq"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "store")
+			args := tc.args(dir)
+			r, hung := runWithin(t, tc.limit, args...)
+			if hung {
+				t.Fatalf("evoq %s: still running after %s, want exit 2 at once\nstderr:\n%s", strings.Join(args, " "), tc.limit, tail(r.stderr, 3000))
+			}
+			if r.code != 2 {
+				t.Errorf("exit %d, want 2 (a usage error)\nstderr:\n%s", r.code, tail(r.stderr, 3000))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr does not name %q:\n%s", w, tail(r.stderr, 3000))
+				}
+			}
+			for _, w := range tc.lacks {
+				if strings.Contains(r.stderr, w) {
+					t.Errorf("stderr says %q:\n%s", w, tail(r.stderr, 3000))
+				}
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s was made (a store or a trust root) before the input was checked", dir)
+			}
+		})
+	}
+}
+
+// What a worker logs, and the run fails fast with, names why an
+// evaluation failed: the exception line at the end of a long Python
+// traceback (the warning once showed the traceback's first 300
+// characters), a fitness printed as a string or as Python's NaN (once "not
+// a JSON object"), report lines with no result line after them (once "no
+// output; last stdout line: \"\"").
+func TestEvaluatorFailuresNamed(t *testing.T) {
+	t.Parallel()
+	traceback := filepath.Join(t.TempDir(), "traceback.sh")
+	write(t, traceback, `#!/bin/sh
+echo "Traceback (most recent call last):" >&2
+i=0; while [ $i -lt 40 ]; do echo "  File \"/home/user/train.py\", line $i, in step" >&2; echo "    loss = model(batch).backward()" >&2; i=$((i+1)); done
+echo "ValueError: learning rate 7 is out of range" >&2
+exit 1
+`)
+	if err := os.Chmod(traceback, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, cmd, want string }{
+		{"traceback", traceback, "ValueError: learning rate 7 is out of range"},
+		{"fitness a string", `echo '{"fitness": "0.9"}'`, `fitness is a string (\"0.9\"), want a number`},
+		{"fitness NaN", `echo '{"fitness": NaN}'`, "fitness is NaN, not a finite number"},
+		{"reports only", `echo '{"report": {"step": 1, "fitness": 0.5}}'; echo '{"report": {"step": 2, "fitness": 0.6}}'`,
+			"printed only report lines (2 of them) and no result line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := evoq(t, 2*time.Minute, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--eval-cmd", tc.cmd,
+				"--slots", "2", "--budget", "10", "--init", "4", "--pool", "2", "--fail-fast", "4", "--log-level", "info")
+			if r.code != 3 {
+				t.Fatalf("exit %d, want 3 (the run failed fast)\nstderr:\n%s", r.code, tail(r.stderr, 3000))
+			}
+			if !hasLine(r.stderr, "evaluation failed", tc.want) {
+				t.Errorf("no evaluation failed warning names %q:\n%s", tc.want, tail(r.stderr, 3000))
+			}
+		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/evoq/evoq/schema"
 	"golang.org/x/sys/unix"
@@ -128,6 +128,13 @@ func commandOutcome(ctx context.Context, err error, stdout *lastLine, stderr *ta
 	line, n := stdout.Line()
 	if n > schema.MaxResultLine {
 		return lineTooLong(line, n)
+	}
+	if line == "" {
+		return noResultLine(stdout.Reports())
+	}
+	if _, isReport, _ := reportLine(line); isReport {
+		// A last report line with no newline: no result line came either.
+		return noResultLine(stdout.Reports() + 1)
 	}
 	return ParseOutput(line)
 }
@@ -361,53 +368,46 @@ func commandFailed(ctx context.Context, err error, stderr string) Outcome {
 	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Error: appendTail(msg, stderr)}
 }
 
+// stderrTail joins an error and the tail of its evaluator's stderr.
+const stderrTail = "; stderr tail: "
+
 func appendTail(msg, stderr string) string {
 	stderr = strings.TrimSpace(stderr)
 	if stderr == "" {
 		return msg
 	}
-	return msg + "; stderr tail: " + stderr
+	return msg + stderrTail + stderr
 }
 
-// evalLine is the JSON object an external evaluator prints last.
-type evalLine struct {
-	Fitness    *float64       `json:"fitness"`
-	Metrics    map[string]any `json:"metrics"`
-	Infeasible *string        `json:"infeasible"`
+// logError shortens an error text to about n bytes for a log line. The
+// tail of stderr in it keeps its last lines, not its first: a program says
+// why it failed at the end, and a Python traceback's exception line is its
+// last. The text before the tail, which says how the evaluator ended,
+// keeps its beginning.
+func logError(text string, n int) string {
+	msg, stderr, ok := strings.Cut(text, stderrTail)
+	if !ok {
+		return clip(text, n)
+	}
+	msg = clip(msg, n/3) + stderrTail
+	return msg + lastLines(stderr, max(n-len(msg), 40))
 }
 
-// ParseOutput turns an external evaluator's last stdout line into an
-// outcome; anything but a valid object is an error outcome that quotes it.
-func ParseOutput(line string) Outcome {
-	bad := func(why string) Outcome {
-		return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
-			Error: fmt.Sprintf("evaluator output: %s; last stdout line: %q", why, clip(line, 200))}
+// lastLines is the end of s in at most n bytes: its last whole lines that
+// fit, else the end of its last line; "…" marks a cut.
+func lastLines(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	if line == "" {
-		return bad("no output")
+	n -= len("…")
+	cut := len(s) - n
+	if i := strings.IndexByte(s[cut:], '\n'); i >= 0 && i < len(s)-cut-1 {
+		return "…" + s[cut+i:]
 	}
-	var e evalLine
-	if err := json.Unmarshal([]byte(line), &e); err != nil {
-		return bad("not a JSON object")
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
 	}
-	if e.Infeasible != nil {
-		return Infeasible(*e.Infeasible)
-	}
-	if e.Fitness == nil {
-		return bad(`want {"fitness": number} or {"infeasible": "reason"}`)
-	}
-	if math.IsNaN(*e.Fitness) || math.IsInf(*e.Fitness, 0) {
-		return bad("fitness is not finite")
-	}
-	return Outcome{Status: schema.StatusOK, Fitness: *e.Fitness, Metrics: e.Metrics}
-}
-
-// lineTooLong is the error outcome of a result line of n bytes, over
-// schema.MaxResultLine; line is its beginning.
-func lineTooLong(line string, n int) Outcome {
-	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness,
-		Error: fmt.Sprintf("evaluator output: the result line is %d bytes, over the %d-byte limit for one (a result must fit in one message); it begins: %q",
-			n, schema.MaxResultLine, clip(line, 200))}
+	return "…" + s[cut:]
 }
 
 func clip(s string, n int) string {
@@ -479,11 +479,12 @@ func (l *lineBuf) reset() { l.buf, l.n = l.buf[:0], 0 }
 // report, when set, and are never the last line: the result comes after
 // them.
 type lastLine struct {
-	mu     sync.Mutex
-	cur    lineBuf
-	last   []byte // the last complete non-blank line
-	lastN  int    // its whole length
-	report func(line string)
+	mu      sync.Mutex
+	cur     lineBuf
+	last    []byte // the last complete non-blank line
+	lastN   int    // its whole length
+	report  func(line string)
+	reports int // report lines handed on
 }
 
 func newLastLine(max int) *lastLine { return &lastLine{cur: lineBuf{max: max}} }
@@ -500,6 +501,7 @@ func (l *lastLine) endLine() {
 	if l.report != nil && bytes.Contains(l.cur.buf, []byte(`"report"`)) {
 		if _, isReport, _ := reportLine(string(l.cur.buf)); isReport {
 			l.report(string(l.cur.buf))
+			l.reports++
 			l.cur.reset()
 			return
 		}
@@ -508,6 +510,13 @@ func (l *lastLine) endLine() {
 		l.last, l.cur.buf, l.lastN = l.cur.buf, l.last, l.cur.n
 	}
 	l.cur.reset()
+}
+
+// Reports is the number of report lines handed on.
+func (l *lastLine) Reports() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reports
 }
 
 // Line is the last non-blank line, trimmed (at most max bytes of it), and

@@ -116,7 +116,7 @@ func (w *Worker) handle(s *slotState, msg design) {
 	if handBack {
 		stopProgress()
 		files.discard()
-		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithFields(processFields(res)).WithField("error", clip(res.Error, 300)).
+		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}).WithFields(processFields(res)).WithField("error", logError(res.Error, 300)).
 			Warn("evaluator failed; design handed back for another try")
 		_ = msg.Nak()
 		return
@@ -180,7 +180,7 @@ func (w *Worker) logResult(s *slotState, r *schema.Result) {
 	}
 	switch r.Status {
 	case schema.StatusError, schema.StatusTimeout:
-		l.WithFields(processFields(r)).WithField("error", clip(r.Error, 300)).Warn("evaluation failed")
+		l.WithFields(processFields(r)).WithField("error", logError(r.Error, 300)).Warn("evaluation failed")
 	default:
 		l.WithField("fitness", r.Fitness).Info("evaluation done")
 	}

@@ -43,6 +43,9 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.b.validate(); err != nil {
 		return err
 	}
+	if err := c.cl.check(); err != nil {
+		return err // before a trust root is made
+	}
 	c.trust = defaultTrust(&c.b, c.trust, c.cl.routes == "")
 	if c.trust != "" {
 		if err := c.useTrust(log); err != nil {

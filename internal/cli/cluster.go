@@ -22,8 +22,8 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.routes, "routes", "", "the route URLs of the cluster's nodes, comma-separated nats-route://host:port (this node's own may be among them; none: a cluster of one, a single server)")
 }
 
-// apply checks the flags and sets cfg's cluster.
-func (c *clusterFlags) apply(cfg *broker.Config) error {
+// check checks the flags on their own, before anything is written.
+func (c *clusterFlags) check() error {
 	routes, err := broker.ParseRoutes(c.routes)
 	if err != nil {
 		return usageErr("%v", err)
@@ -31,6 +31,14 @@ func (c *clusterFlags) apply(cfg *broker.Config) error {
 	c.cfg = broker.ClusterConfig{Name: c.name, ServerName: c.serverName, Listen: c.listen, Routes: routes}
 	if err := c.cfg.Validate(); err != nil {
 		return usageErr("%v", err)
+	}
+	return nil
+}
+
+// apply checks the flags with the broker's auth and sets cfg's cluster.
+func (c *clusterFlags) apply(cfg *broker.Config) error {
+	if err := c.check(); err != nil {
+		return err
 	}
 	if c.clustered() && cfg.Auth {
 		// Nkey users are each broker's own: a client failing over to

@@ -293,6 +293,13 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 }
 
 func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
+	// Before anything connects, or makes a trust root.
+	if err := checkRunID("run", c.s.run); err != nil {
+		return controller.Config{}, err
+	}
+	if err := checkRunID("from-run", c.fromRun); err != nil {
+		return controller.Config{}, err
+	}
 	if err := c.b.validate(); err != nil {
 		return controller.Config{}, err
 	}

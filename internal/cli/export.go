@@ -38,6 +38,9 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 // source checks that one source is named and returns it.
 func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source, error) {
 	src := history.Source{NATS: s.nats, ConnectFile: s.connect}
+	if err := checkRunID("run", s.run); err != nil {
+		return src, err
+	}
 	if s.nats != "" && s.connect != "" {
 		return src, usageErr("--nats and --connect: give one or the other")
 	}

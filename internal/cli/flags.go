@@ -346,9 +346,17 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	}
 	given := func(name string) bool { return isSet(fs, name) }
 	if given("config") {
+		if fi, err := os.Stat(s.spacePath); err == nil && fi.Mode().IsRegular() {
+			if err := checkSpaceSize(s.spacePath, fi.Size()); err != nil {
+				return cfg, err // before reading it
+			}
+		}
 		sp, err := space.Load(s.spacePath)
 		if err != nil {
 			return cfg, usageErr("--config: %v", err)
+		}
+		if err := checkSpaceSize(s.spacePath, int64(len(sp.Source()))); err != nil {
+			return cfg, err
 		}
 		cfg.Space = sp
 	}
@@ -403,6 +411,34 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	// What can be checked before the run's record is read, before any
 	// store is opened.
 	return cfg, configErr(cfg.ValidateGiven())
+}
+
+// checkSpaceSize refuses a --config file of n bytes too large for the
+// run's record, which carries it whole: found before anything starts, not
+// when the controller first records the run, after the broker and the
+// workers have started.
+func checkSpaceSize(path string, n int64) error {
+	if n > schema.MaxSpaceSource {
+		return usageErr("--config %s is %d bytes, over the %d-byte limit for a search space: "+
+			"the run's record carries it whole, in one message of at most %d bytes; describe the space in fewer bytes",
+			path, n, schema.MaxSpaceSource, schema.MaxMessageSize)
+	}
+	return nil
+}
+
+// checkRunID refuses a run ID that no run can have (schema.ValidToken,
+// the rule every message's run field is checked by), naming its flag. The
+// commands call it before they connect: with no broker to answer, a
+// worker would otherwise wait for ever before it learnt the ID was wrong.
+// An empty ID is not given, and passes.
+func checkRunID(flag, id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := schema.ValidToken(id); err != nil {
+		return usageErr("--%s %q: %s", flag, id, schema.Reason(err))
+	}
+	return nil
 }
 
 // defaultSpace is the search space of a new run that names none.

@@ -58,6 +58,9 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := checkRunID("run", c.run); err != nil {
+		return err
+	}
 	if c.waitForRun < 0 {
 		return usageErr("--wait-for-run %s: must be >= 0 (0 waits for ever)", c.waitForRun)
 	}
@@ -236,10 +239,8 @@ func (c *workerCmd) wait(ctx context.Context, w *worker.Worker, log logrus.Field
 // giveUp unless that is zero.
 func (c *workerCmd) pickRun(ctx context.Context, js jetstream.JetStream, giveUp time.Time) (string, error) {
 	if c.run != "" {
-		if err := schema.ValidToken(c.run); err != nil {
-			return "", usageErr("--run: %v", err)
-		}
-		return c.run, nil
+		// --run was checked at the start; this one may come from --connect.
+		return c.run, checkRunID("run", c.run)
 	}
 	began := time.Now()
 	warnings := worker.NewWaitWarnings(began)
