@@ -199,3 +199,32 @@ func TestStartSkewBrokenNodeFirst(t *testing.T) {
 		t.Errorf("the broken node failed %d attempts; want 1 to 3 (--quarantine-after 3 times its 1 slot):%s", failedThere, there)
 	}
 }
+
+// A feature that is on but does nothing says so: early stopping with an
+// evaluator that never reports, inheritance with one that saves no
+// checkpoint. Each is warned once the first --init results are in, kept
+// in the summary's warnings and shown by evoq status after the run.
+func TestInertFeaturesWarn(t *testing.T) {
+	t.Parallel()
+	s, dir := runJSON(t, 2*time.Minute, "--run", "inert", "--evaluator", "sim", "--sim-mean", "0.01", "--slots", "2",
+		"--budget", "40", "--init", "10", "--pool", "5", "--early-stop", "asha", "--max-step", "9", "--inherit")
+	all := strings.Join(s.Warnings, "\n")
+	for _, want := range []string{"early stopping (asha", "none of the run's first 10 results came with a report",
+		"--inherit is on, but none of the run's first 10 results stored a checkpoint"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("summary warnings lack %q:\n%s", want, all)
+		}
+	}
+	r := evoq(t, time.Minute, "status", "--dir", dir, "--run", "inert")
+	if r.code != 0 || !strings.Contains(r.stdout, "warnings:") || !strings.Contains(r.stdout, "stored a checkpoint") {
+		t.Errorf("status after the run: exit %d, want the warnings shown:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// With reports and checkpoints, no such warning.
+	s, _ = runJSON(t, 2*time.Minute, "--run", "active", "--evaluator", "sim", "--sim-mean", "0.01", "--slots", "2",
+		"--budget", "40", "--init", "10", "--pool", "5", "--early-stop", "asha", "--max-step", "9", "--sim-curve", "--sim-steps", "9",
+		"--inherit", "--sim-checkpoint", "1KB")
+	if len(s.Warnings) != 0 {
+		t.Errorf("a run whose features work warns: %v", s.Warnings)
+	}
+}

@@ -63,7 +63,7 @@ func TestReadmeFlagsExist(t *testing.T) {
 	// Shell lines continued with a backslash are one command.
 	readme := strings.ReplaceAll(string(text), "\\\n", " ")
 	shown := regexp.MustCompile("(?:\\bevoq|\\./cmd/evoq) (run delete|run revoke|broker init|[a-z]+)\\b([^`\\n|;&]*)")
-	flag := regexp.MustCompile(`(?:^|[\s(\[=])--([a-z][a-z0-9-]*)`)
+	flag := regexp.MustCompile("(?:^|[\\s(\\[=`'\"])--([a-z][a-z0-9-]*)")
 	var bad []string
 	for _, m := range shown.FindAllStringSubmatch(readme, -1) {
 		cmd, rest := m[1], m[2]
