@@ -115,6 +115,10 @@ type ckptTracker struct {
 	wake    chan struct{}
 	done    chan struct{}
 	deleted int
+	// failed are deletions that failed, retried (see retryDeletes);
+	// listed is the store's figures at the end of the run, nil before.
+	failed []string
+	listed *checkpoint.Usage
 	// mutants and inherited count the counted ok mutants and those that
 	// said they inherited.
 	mutants, inherited int
@@ -312,22 +316,31 @@ func (t *ckptTracker) finish() {
 	}
 }
 
-// run deletes what drop queued until ctx ends, then what is left.
+// run deletes what drop queued until ctx ends, then what is left,
+// retrying failed deletions for up to FinalDeleteWait.
 func (t *ckptTracker) run(ctx context.Context) {
 	defer close(t.done)
+	retry := time.NewTicker(2 * time.Second)
+	defer retry.Stop()
 	for {
 		t.flush(context.WithoutCancel(ctx))
 		select {
 		case <-t.wake:
+		case <-retry.C:
+			t.mu.Lock()
+			t.queue, t.failed = append(t.queue, t.failed...), nil
+			t.mu.Unlock()
 		case <-ctx.Done():
-			t.flush(context.WithoutCancel(ctx))
+			if left := t.retryDeletes(context.WithoutCancel(ctx), FinalDeleteWait); left > 0 {
+				t.log.WithField("checkpoints", left).Warn("checkpoints the rule does not keep could not be deleted; the run's next controller deletes them")
+			}
 			return
 		}
 	}
 }
 
 // flush deletes every queued checkpoint. One that cannot be deleted now
-// stays in the store until the next controller of the run lists it.
+// is kept for a retry (run, retryDeletes), with a warning.
 func (t *ckptTracker) flush(ctx context.Context) {
 	for {
 		t.mu.Lock()
@@ -342,7 +355,10 @@ func (t *ckptTracker) flush(ctx context.Context) {
 			err := t.store.Delete(dctx, id)
 			cancel()
 			if err != nil {
-				t.log.WithError(err).WithField("design", id).Warn("deleting a checkpoint failed; the next controller of the run deletes it")
+				t.log.WithError(err).WithField("design", id).Warn("deleting a checkpoint failed; retrying")
+				t.mu.Lock()
+				t.failed = append(t.failed, id)
+				t.mu.Unlock()
 				continue
 			}
 			t.mu.Lock()
@@ -395,5 +411,9 @@ func (c *Controller) inFlightDesigns(ctx context.Context) ([]*schema.Design, err
 }
 
 func (t *ckptTracker) summary() *CheckpointSummary {
-	return &CheckpointSummary{Stored: len(t.stored), Deleted: t.Deleted(), Mutants: t.mutants, Inherited: t.inherited}
+	s := &CheckpointSummary{Stored: len(t.stored), Deleted: t.Deleted(), Mutants: t.mutants, Inherited: t.inherited}
+	if t.listed != nil {
+		s.Stored, s.Bytes, s.Listed = t.listed.Count, t.listed.Bytes, true
+	}
+	return s
 }

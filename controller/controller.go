@@ -91,6 +91,7 @@ type Controller struct {
 	warningsDirty   bool
 	inertChecked    bool
 	checkpointsSeen int
+	lastCkptSweep   time.Time // the last listing of the checkpoint store (see sweepCheckpoints)
 	// stopper runs the early-stopping rule; nil for a run without one.
 	stopper *stopper
 	// ckpt applies the checkpoint store's rule (see checkpoints.go).
@@ -182,7 +183,11 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 		return nil, c.fail(ctx)
 	}
 	c.ckpt.finish()
+	c.sweepCheckpoints(ctx)
 	deleted()
+	if c.ckpt != nil {
+		c.ckpt.measure(ctx, c.log)
+	}
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
 		c.log.WithError(err).Warn("could not mark the run done; standalone workers will not stop by themselves")
 	}

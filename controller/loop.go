@@ -202,6 +202,9 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		c.decideFailure(false)
 		c.checkInert()
 		c.recordWarnings(ctx)
+		if c.cfg.Now().Sub(c.lastCkptSweep) >= CkptSweepEvery {
+			c.sweepCheckpoints(ctx)
+		}
 		c.checkResults(ctx)
 		c.checkLimits(ctx, c.liveSlots())
 		c.progress(false)

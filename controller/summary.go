@@ -136,6 +136,12 @@ type CheckpointSummary struct {
 	// controller deleted.
 	Stored  int `json:"stored"`
 	Deleted int `json:"deleted"`
+	// Bytes is the stored checkpoints' size, and Listed says that Stored
+	// and Bytes are what the store listed at the end of the run; false
+	// while it runs, or when the store could not be listed, when Stored
+	// is what the controller believes the store holds.
+	Bytes  int64 `json:"bytes,omitempty"`
+	Listed bool  `json:"listed"`
 	// Mutants is the counted ok mutants of a run with inheritance, and
 	// Inherited those whose evaluator said they started from their
 	// parent's checkpoint (metrics inherited true).

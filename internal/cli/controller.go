@@ -297,6 +297,9 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 	if err := checkRunID("run", c.s.run); err != nil {
 		return controller.Config{}, err
 	}
+	if err := c.e.validate(); err != nil {
+		return controller.Config{}, err
+	}
 	if err := checkRunID("from-run", c.fromRun); err != nil {
 		return controller.Config{}, err
 	}

@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/schema"
+)
+
+// flakyStore fails its first failDeletes deletions, as a store whose
+// broker is out does.
+type flakyStore struct {
+	checkpoint.Store
+	failDeletes atomic.Int64
+}
+
+func (s *flakyStore) Delete(ctx context.Context, design string) error {
+	if s.failDeletes.Add(-1) >= 0 {
+		return errors.New("nats: server is disconnected")
+	}
+	return s.Store.Delete(ctx, design)
+}
+
+// putOnly stores a checkpoint for d as a worker whose acknowledgement was
+// lost does: the object is whole in the store, but no result names it.
+func (b *ckptBundle) putOnly(d *schema.Design) {
+	b.t.Helper()
+	p := b.store.OutPath(d.ID, "w")
+	if err := os.WriteFile(p, []byte(d.ID), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.store.Put(context.Background(), d.ID, p); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// resultNoCheckpoint folds d's result, which says nothing of a checkpoint.
+func (b *ckptBundle) resultNoCheckpoint(d *schema.Design, fitness float64) {
+	now := time.Now()
+	r := &schema.Result{V: schema.Version, Run: "r", DesignID: d.ID, Design: *d, Status: schema.StatusOK,
+		Fitness: fitness, Worker: "w", Attempt: 1, Start: now, Stop: now, CheckpointError: "put: nats: server is disconnected"}
+	b.tr.result(r, b.fold.Apply(r, nil), b.fold, true)
+}
+
+// The sweep makes the store the rule, whatever the results claimed: a
+// checkpoint whose upload "failed" is deleted once its design is out of
+// the pool, deletions that fail are retried until they succeed, one of a
+// design still without a result is kept, and the end's listing is what
+// the summary reports.
+func TestCheckpointSweep(t *testing.T) {
+	t.Parallel()
+	dir, err := checkpoint.OpenDir(t.TempDir(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &flakyStore{Store: dir}
+	fs.failDeletes.Store(3)
+	tr := newCkptTracker(fs, schema.Checkpoints{Store: schema.CheckpointDir, Max: 1 << 20, Keep: schema.KeepPool, Inherit: true}, testutil.Logger(t))
+	b := &ckptBundle{t: t, store: fs, tr: tr, fold: NewFold(NewTally("r", 100, Rules{}), 2, 2, ReplaceWorst)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go tr.run(ctx)
+
+	b.result(b.design(1, 0), 0.5, true)
+	b.result(b.design(2, 0), 0.6, true)
+	// Design 3's upload succeeded but its worker never heard: its result
+	// says the upload failed. It is worse than the pool, so its
+	// checkpoint is an orphan the tracker knows nothing of.
+	d3 := b.design(3, 0)
+	b.putOnly(d3)
+	b.resultNoCheckpoint(d3, 0.1)
+	// Design 4 beats the pool: 1's checkpoint is deleted, but the first
+	// deletions fail (the broker is out).
+	b.result(b.design(4, 0), 0.9, true)
+	// Design 5 is in flight: its checkpoint is stored, its result not yet.
+	b.putOnly(b.design(5, 0))
+	open := func(id string) bool { return id == schema.DesignID("r", 5) }
+	if n, err := tr.sweep(context.Background(), open); err != nil || n != 1 {
+		t.Fatalf("sweep queued %d (%v); want 1, design 3's orphan", n, err)
+	}
+	b.stored(2, 4, 5)
+	if fs.failDeletes.Load() >= 0 {
+		t.Fatalf("the failing deletions were not tried")
+	}
+	cancel()
+	<-tr.done
+	tr.measure(context.Background(), testutil.Logger(t))
+	s := tr.summary()
+	if !s.Listed || s.Stored != 3 || s.Bytes == 0 {
+		t.Errorf("summary %+v; want the store's listing: 3 checkpoints", s)
+	}
+}
+
+func TestSeqOf(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		run, id string
+		seq     uint64
+		ok      bool
+	}{{"r", "r-12", 12, true}, {"run-a", "run-a-3", 3, true}, {"r", "other-1", 0, false}, {"r", "r-x", 0, false}, {"r", "r-0", 0, false}} {
+		if seq, ok := seqOf(tt.run, tt.id); seq != tt.seq || ok != tt.ok {
+			t.Errorf("seqOf(%q, %q) = %d, %v; want %d, %v", tt.run, tt.id, seq, ok, tt.seq, tt.ok)
+		}
+	}
+}
