@@ -192,7 +192,7 @@ func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome 
 			p.drop(t.Slot, proc)
 			o := Failed(ctx, ctx.Err())
 			if !proc.heard {
-				o.Error += " (" + neverAnswered + ")"
+				o.Error += " (the persistent evaluator never answered its first design: " + oneShotHint + ")"
 			}
 			o.Error = appendTail(o.Error, proc.stderr.String())
 			o.Exit, o.Signal = proc.end()

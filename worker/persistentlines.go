@@ -161,10 +161,11 @@ func (p *Persistent) protocolError(t Task, proc *evalProc, e *protocolErr) Outco
 			"must echo its design line's \"id\", and come once, while its design is outstanding)", e.why, clip(e.line, 200))}
 }
 
-// neverAnswered says why a process that never answered may hang.
-const neverAnswered = "the persistent evaluator has said nothing since it got its first design: one written for " +
-	"one-shot mode (json.load(sys.stdin), sys.stdin.read()) waits for the end of stdin, which never comes with " +
-	"--persistent; drop --persistent, or read one line per design (evoq_eval.main or serve does)"
+// oneShotHint names the likely cause of a first design that goes
+// unanswered, and the fix.
+const oneShotHint = "an evaluator written for one-shot mode (json.load(sys.stdin), sys.stdin.read()) waits for the " +
+	"end of stdin, which never comes with --persistent: drop --persistent, or read one line per design " +
+	"(evoq_eval.main or serve does)"
 
 // firstAnswerTimer fires when a process that has not answered a design
 // yet has taken FirstAnswerWarn over its first (half ctx's time left, if
@@ -191,7 +192,8 @@ func (p *Persistent) warnFirstAnswer(t Task, proc *evalProc, waited time.Duratio
 		return
 	}
 	t.Log.WithField("waited", waited.Round(100*time.Millisecond).String()).
-		Warn("no answer to the first design yet: " + neverAnswered + ". If its first design just takes this long, ignore this")
+		Warn("the persistent evaluator has not answered its first design: " + oneShotHint +
+			"; if its first design just takes this long, ignore this")
 }
 
 // taskLog is t's logger, with its slot, design and attempt.
