@@ -109,32 +109,9 @@ func (p *Persistent) between(t Task) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	exited := closed(proc.waited)
-	var limit <-chan time.Time
-	if exited { // read its output to the end
-		limit = time.After(KillGrace + OutputGrace)
-	}
-	for {
-		var l outLine
-		var ok bool
-		if exited {
-			select {
-			case l, ok = <-proc.lines:
-			case <-limit:
-			}
-		} else {
-			select {
-			case l, ok = <-proc.lines:
-			default:
-			}
-		}
-		if !ok {
-			break
-		}
-		_, isReport, _ := reportLine(l.text)
-		if _, isResult := resultLine(l); isResult || isReport {
-			return p.protocolError(t, proc, &protocolErr{kind: ProtocolLateLine, line: l.text,
-				why: fmt.Sprintf("a line arrived after design %s's result, with no design outstanding", orNone(proc.last))}), true
-		}
+	if line, found := strayLine(proc, exited); found {
+		return p.protocolError(t, proc, &protocolErr{kind: ProtocolLateLine, line: line,
+			why: fmt.Sprintf("a line arrived after design %s's result, with no design outstanding", orNone(proc.last))}), true
 	}
 	if exited {
 		p.drop(t.Slot, proc)
@@ -143,6 +120,45 @@ func (p *Persistent) between(t Task) (Outcome, bool) {
 			Warn("the persistent evaluator exited between designs; starting a new one (each design in its own process loses what --persistent saves)")
 	}
 	return Outcome{}, false
+}
+
+// strayLine reads what a process printed between designs up to its first
+// protocol line (a result or a report), and returns that line: the lines
+// there already or, from a process that has exited, every one.
+func strayLine(proc *evalProc, exited bool) (string, bool) {
+	var limit <-chan time.Time
+	if exited {
+		limit = time.After(KillGrace + OutputGrace)
+	}
+	for {
+		l, ok := nextLeft(proc.lines, limit)
+		if !ok {
+			return "", false
+		}
+		_, isReport, _ := reportLine(l.text)
+		if _, isResult := resultLine(l); isResult || isReport {
+			return l.text, true
+		}
+	}
+}
+
+// nextLeft is the next line of lines: one there already with no limit,
+// else one that comes before limit.
+func nextLeft(lines chan outLine, limit <-chan time.Time) (outLine, bool) {
+	if limit == nil {
+		select {
+		case l, ok := <-lines:
+			return l, ok
+		default:
+			return outLine{}, false
+		}
+	}
+	select {
+	case l, ok := <-lines:
+		return l, ok
+	case <-limit:
+		return outLine{}, false
+	}
 }
 
 // protocolError ends t's design with an error result that names the line
