@@ -16,7 +16,11 @@ False so that the training can end cleanly.
 
 Persistent (--persistent sets EVOQ_PERSISTENT=1): one design per stdin
 line, with "attempt". Per design: report lines, then exactly one result
-line, which may also be {"error": "why"}. The worker answers each report
+line, which may also be {"error": "why"}, and which echoes the design
+line's "id": a result line that names another design, or that comes when
+no design is outstanding (a second line after the result), is a protocol
+error: the design being served ends as an error and the worker restarts
+the process. The worker answers each report
 line with one stdin line, {"continue": true} or {"continue": false,
 "reason": "..."}; after false the design ends at once with a result line
 (the worker records the last report's fitness). EOF between designs ends
@@ -25,6 +29,11 @@ the process.
 Anything else on stdout is the evaluator's log: print freely. NaN or
 infinite metrics are sent as null; a NaN or infinite fitness is refused
 with ValueError (an error result). Call report() from one thread.
+
+Outside evoq (no design read, not serving, no EVOQ_DESIGN_ID: a notebook,
+an Optuna objective, a baseline script calling train_fn directly),
+report() checks its arguments as it would under evoq, prints nothing and
+returns True, for any number of designs in one process.
 
 Checkpoints. A run that stores checkpoints names, per design, a file the
 evaluator may write the design's checkpoint to (one-shot:
@@ -130,10 +139,17 @@ def report(step, fitness, **metrics):
     """Report fitness after step steps of training; False means stop now.
 
     In persistent mode this waits for the worker's answer; in one-shot mode
-    it never blocks and returns False once SIGTERM has come."""
+    it never blocks and returns False once SIGTERM has come. Outside evoq
+    (a notebook, a baseline) it checks its arguments and returns True."""
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ValueError(f"report step must be an int >= 0, got {step!r}")
     step = int(step)
+    if not _active():
+        # Outside evoq nothing tells one design from the next: check the
+        # values, so that a mistake shows before a run, and go on.
+        _finite(fitness, f"report fitness at step {step}")
+        _clean(metrics)
+        return True
     if _s.last_step is not None and step <= _s.last_step:
         raise ValueError(f"report step {step} does not follow step {_s.last_step}: "
                          "steps must increase within a design (count epochs from 1, say)")
@@ -170,6 +186,8 @@ def serve(train_fn):
                 traceback.print_exc()
                 sys.stderr.flush()
                 out = _stopped_result() or {"error": f"{type(e).__name__}: {e}"}
+            if "id" in d:  # ties the result to its design: the worker refuses a line of another
+                out = {"id": d["id"], **out}
             _emit(out)
             _s.design = None
     finally:
@@ -393,6 +411,13 @@ def _answer():
 
 def _persistent():
     return _s.serving or os.environ.get("EVOQ_PERSISTENT") == "1"
+
+
+def _active():
+    """Whether evoq's protocol is spoken here: serving, a design read from
+    stdin (by evoq or by hand), or evoq's one-shot environment."""
+    return (_s.serving or _s.design is not None or bool(os.environ.get("EVOQ_DESIGN_ID"))
+            or os.environ.get("EVOQ_PERSISTENT") == "1")
 
 
 def _oneshot_only(what):

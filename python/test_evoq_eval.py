@@ -158,6 +158,7 @@ class Evaluator:
     """An evaluator process and the worker's end of its pipes."""
 
     def __init__(self, test, persistent, env=None, entry="main"):
+        self.test, self.persistent, self.design_id = test, persistent, None
         e = {k: v for k, v in os.environ.items() if not k.startswith("EVOQ_")}
         e.update({"PYTHONDONTWRITEBYTECODE": "1", "EVOQ_RUN": "r", "EVOQ_SLOT": "0", "EVOQ_WORKER": "w1"})
         if persistent:
@@ -203,13 +204,20 @@ class Evaluator:
         return line
 
     def next(self):
-        """The next protocol object on stdout, skipping log lines."""
+        """The next protocol object on stdout, skipping log lines. In
+        persistent mode a result echoes the id of the design sent last:
+        checked here, and left out of what is returned."""
         while True:
             obj = protocol(self.line())
-            if obj is not None:
-                return obj
+            if obj is None:
+                continue
+            if self.persistent and "report" not in obj:
+                self.test.assertEqual(obj.pop("id", None), self.design_id, f"the result line {obj} must echo its design's id")
+            return obj
 
     def send(self, obj, newline=True):
+        if isinstance(obj, dict) and "genome" in obj:
+            self.design_id = obj.get("id")
         self.p.stdin.write(json.dumps(obj) + ("\n" if newline else ""))
         self.p.stdin.flush()
 
@@ -424,7 +432,7 @@ class PersistentTest(unittest.TestCase):
         lines = self.ev.rest()
         self.assertIn("log: report(1) returned False, stopped()=True", lines)
         self.assertEqual([protocol(line) for line in lines if protocol(line)],
-                         [{"fitness": 0.1, "metrics": {"stopped": True}}])
+                         [{"id": "r-1", "fitness": 0.1, "metrics": {"stopped": True}}])
         self.assertEqual(self.ev.wait(), 0, self.ev.stderr())
 
     def test_env_and_blank_lines(self):
@@ -436,6 +444,14 @@ class PersistentTest(unittest.TestCase):
         self.finish()
 
     def test_eof_before_any_design(self):
+        self.finish()
+
+    def test_result_lines_echo_the_design_id(self):
+        """The worker takes a result only for the design it is serving: each result line names it, first."""
+        for seq, genome in [(7, {"reports": []}), (8, {"raise": "boom"}), (9, {"infeasible": "too big"})]:
+            self.ev.send(design(genome, seq=seq, attempt=1))
+            line = next(line for line in iter(self.ev.line, None) if protocol(line))
+            self.assertTrue(line.startswith('{"id": "r-%d", ' % seq), line)
         self.finish()
 
     def test_bad_answer_is_an_error(self):
@@ -678,6 +694,47 @@ class TorchTest(CheckpointFiles, unittest.TestCase):
         rc, lines, err = oneshot(self, {"load": True, "ret": "ckpt"}, env={"EVOQ_PARENT_CHECKPOINT": self.path("p")})
         self.assertEqual(rc, 0, err)
         self.assertEqual(protocol(lines[-1])["metrics"], {"parent": {"k": [1.0, 2.0]}, "inherited": True})
+
+
+OUTSIDE = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+import evoq_eval
+
+
+def train(genome):  # an evaluator's train, called as a notebook or an Optuna objective would
+    for epoch in range(1, genome["epochs"] + 1):
+        if evoq_eval.report(epoch, epoch / 10, loss=float("nan")) is not True:
+            raise AssertionError("report() outside evoq must return True")
+    return epoch / 10
+
+
+print([train({"epochs": 3}), train({"epochs": 2}), train({"epochs": 3})])
+for bad in [(1, float("nan")), (1.5, 0.1), (-1, 0.1)]:
+    try:
+        evoq_eval.report(*bad)
+    except ValueError:
+        print("refused", bad)
+try:
+    evoq_eval.report(1, 0.1, model=object())
+except TypeError:
+    print("refused a metric")
+'''
+
+
+class OutsideEvoqTest(unittest.TestCase):
+    def test_several_designs_report_in_one_process(self):
+        """Outside evoq report() checks its arguments, prints nothing and never stops, design after design."""
+        script = os.path.join(TMP, "outside.py")
+        with open(script, "w") as f:
+            f.write(OUTSIDE)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVOQ_")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        p = subprocess.run([sys.executable, script, HERE], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           env=env, timeout=WAIT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines(), ["[0.3, 0.2, 0.3]", "refused (1, nan)", "refused (1.5, 0.1)",
+                                                 "refused (-1, 0.1)", "refused a metric"])
 
 
 class EntryTest(unittest.TestCase):

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
 )
 
 // Task is one evaluation handed to an Evaluator.
@@ -27,6 +28,10 @@ type Task struct {
 	// inherits (EVOQ_PARENT_CHECKPOINT), checked against
 	// Design.Inherit; "" when it has none to start from. Read it only.
 	ParentCheckpoint string
+	// Log is where the evaluator says what concerns this evaluation
+	// (its slot, design and attempt are in its fields); nil logs to
+	// logrus's standard logger.
+	Log logrus.FieldLogger
 }
 
 // Progress is one intermediate report of an evaluation: its fitness after

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
 )
 
 // Persistent runs one long-lived evaluator process per slot (`sh -c Cmd`),
@@ -23,9 +24,14 @@ import (
 // "checkpoint_out" and "parent_checkpoint" (the one-shot evaluator's
 // EVOQ_CHECKPOINT_OUT and EVOQ_PARENT_CHECKPOINT) — and reads stdout
 // until a line that is a result object: {"fitness": x, "metrics": {...}},
-// {"infeasible": "reason"} or {"error": "reason"}. Other lines are the
-// evaluator's own output. If the process dies, the design is handed back
-// for another try and the next design starts a fresh process; a timeout
+// {"infeasible": "reason"} or {"error": "reason"}, which echoes the design
+// line's "id" (see tie for the rule, and for lines that name another
+// design or come with none outstanding: protocol errors). Other lines are
+// the evaluator's own output. A process that dies before its design's
+// result ends the design error with its stderr tail, as a one-shot
+// evaluator's non-zero exit does, except on a design's first delivery to
+// a process that had answered designs before, which is handed back (see
+// died); either way the next design starts a fresh process. A timeout
 // kills the process group and records a timeout.
 type Persistent struct {
 	Cmd string
@@ -40,10 +46,22 @@ type Persistent struct {
 	// a fresh one started for the next design). Defaults to
 	// StopGraceDefault.
 	StopGrace time.Duration
+	// FirstAnswerWarn is how long a process may take over its first
+	// design before the worker warns that it may be an evaluator written
+	// for one-shot mode, waiting for an end of stdin that never comes.
+	// An evaluation with a deadline (an eval timeout) warns at half the
+	// time it has, if that is sooner. Defaults to FirstAnswerWarnDefault.
+	FirstAnswerWarn time.Duration
 
-	mu    sync.Mutex
-	procs map[int]*evalProc
+	mu     sync.Mutex
+	procs  map[int]*evalProc
+	noTies sync.Once // the warning that result lines do not echo the id
 }
+
+// FirstAnswerWarnDefault is Persistent.FirstAnswerWarn's default: long
+// enough for an interpreter to start and import its libraries, short
+// enough that a hung run is explained within the first minute.
+const FirstAnswerWarnDefault = 20 * time.Second
 
 // evalProc is one slot's running evaluator.
 type evalProc struct {
@@ -55,6 +73,14 @@ type evalProc struct {
 	quit   chan struct{} // closed when the process is dropped
 	once   sync.Once
 	waited chan struct{} // closed when the process has been reaped
+	copied chan struct{} // closed when its stdout and stderr are read to the end
+
+	// Read and written by the slot's goroutine only.
+	log      logrus.FieldLogger // its latest design's, for what it says after that
+	answered int                // designs it ended with a result line
+	last     string             // the ID of the last of them
+	ties     bool               // a result line of its echoed the design's id: every one must
+	heard    bool               // it sent a protocol line, a report or a result
 }
 
 // Name implements Evaluator.
@@ -62,12 +88,35 @@ func (p *Persistent) Name() string { return "persistent" }
 
 // Evaluate implements Evaluator.
 func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
+	t.Log = taskLog(t)
+	if out, bad := p.between(t); bad {
+		return out
+	}
 	proc, err := p.proc(t)
 	if err != nil {
 		return Failed(ctx, err)
 	}
-	// "attempt" stays the line's last key, where it was before the
-	// checkpoint paths came: a shell evaluator may match the line's end.
+	proc.log = t.Log
+	line, err := designLine(t)
+	if err != nil {
+		return Failed(ctx, err)
+	}
+	if err := p.send(ctx, t.Slot, proc, line); err != nil {
+		if ctx.Err() != nil {
+			o := Failed(ctx, ctx.Err())
+			o.Error = appendTail(o.Error+" (the evaluator did not read its design)", proc.stderr.String())
+			o.Exit, o.Signal = proc.end()
+			return o
+		}
+		return p.died(t, proc, "its stdin is closed")
+	}
+	return p.await(ctx, t, proc)
+}
+
+// designLine is the line that hands t's design to the evaluator. "attempt"
+// stays the line's last key, where it was before the checkpoint paths
+// came: a shell evaluator may match the line's end.
+func designLine(t Task) ([]byte, error) {
 	line, err := json.Marshal(struct {
 		*schema.Design
 		CheckpointOut    string `json:"checkpoint_out,omitempty"`
@@ -75,19 +124,9 @@ func (p *Persistent) Evaluate(ctx context.Context, t Task) Outcome {
 		Attempt          int    `json:"attempt"`
 	}{t.Design, t.CheckpointOut, t.ParentCheckpoint, t.Attempt})
 	if err != nil {
-		return Failed(ctx, fmt.Errorf("design to JSON: %w", err))
+		return nil, fmt.Errorf("design to JSON: %w", err)
 	}
-	discard(proc.lines) // output left over from the last design
-	if err := p.send(ctx, t.Slot, proc, append(line, '\n')); err != nil {
-		if ctx.Err() != nil {
-			o := Failed(ctx, ctx.Err())
-			o.Error = appendTail(o.Error+" (the evaluator did not read its design)", proc.stderr.String())
-			o.Exit, o.Signal = proc.end()
-			return o
-		}
-		return p.died(t.Slot, proc, "its stdin is closed")
-	}
-	return p.await(ctx, t, proc)
+	return append(line, '\n'), nil
 }
 
 // send writes a design line; an evaluator that stops reading its stdin
@@ -111,9 +150,13 @@ func (p *Persistent) send(ctx context.Context, slot int, proc *evalProc, line []
 // A report line is handed to the task's Reporter and answered on the
 // process's stdin; once an answer said stop, the design is stopped
 // whatever the process says next, and the process has the stop grace to
-// end the design with a result line.
+// end the design with a result line. A result line that is not this
+// design's is a protocol error (see tie).
 func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome {
 	var st stopState
+	began := time.Now()
+	slow, stopSlow := p.firstAnswerTimer(ctx, proc)
+	defer stopSlow()
 	for {
 		select {
 		case l, ok := <-proc.lines:
@@ -121,26 +164,36 @@ func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome 
 				if st.stopped {
 					return st.outcome(proc.end())
 				}
-				return p.died(t.Slot, proc, "it exited")
+				return p.died(t, proc, "it exited")
 			}
 			if rep, isReport, err := reportLine(l.text); isReport {
+				proc.heard = true
 				if err := p.answer(ctx, t, proc, rep, err, &st); err != nil {
-					return p.unanswered(ctx, t.Slot, proc, &st)
+					return p.unanswered(ctx, t, proc, &st)
 				}
 				continue
 			}
 			if out, ok := resultLine(l); ok {
+				if perr := p.tie(t, proc, l.text); perr != nil {
+					return p.protocolError(t, proc, perr)
+				}
+				proc.answered, proc.last, proc.heard = proc.answered+1, t.Design.ID, true
 				if st.stopped {
 					return st.outcome(nil, "")
 				}
 				return out
 			}
+		case <-slow:
+			p.warnFirstAnswer(t, proc, time.Since(began))
 		case <-st.grace:
 			p.drop(t.Slot, proc)
 			return st.outcome(proc.end())
 		case <-ctx.Done():
 			p.drop(t.Slot, proc)
 			o := Failed(ctx, ctx.Err())
+			if !proc.heard {
+				o.Error += " (the persistent evaluator never answered its first design: " + oneShotHint + ")"
+			}
 			o.Error = appendTail(o.Error, proc.stderr.String())
 			o.Exit, o.Signal = proc.end()
 			return o
@@ -188,9 +241,9 @@ func (p *Persistent) answer(ctx context.Context, t Task, proc *evalProc, rep Pro
 
 // unanswered ends an evaluation whose evaluator stopped reading its
 // stdin while it waited for an answer.
-func (p *Persistent) unanswered(ctx context.Context, slot int, proc *evalProc, st *stopState) Outcome {
+func (p *Persistent) unanswered(ctx context.Context, t Task, proc *evalProc, st *stopState) Outcome {
 	if st.stopped {
-		p.drop(slot, proc)
+		p.drop(t.Slot, proc)
 		return st.outcome(proc.end())
 	}
 	if ctx.Err() != nil {
@@ -199,81 +252,46 @@ func (p *Persistent) unanswered(ctx context.Context, slot int, proc *evalProc, s
 		o.Exit, o.Signal = proc.end()
 		return o
 	}
-	return p.died(slot, proc, "its stdin is closed")
+	return p.died(t, proc, "its stdin is closed")
 }
 
-// discard drops the lines already waiting.
-func discard(lines chan outLine) {
-	for {
-		select {
-		case _, ok := <-lines:
-			if !ok {
-				return
-			}
-		default:
-			return
-		}
-	}
-}
-
-// resultLine parses a result object; any other line is output. A line
-// that means to be a result (an object naming fitness, infeasible or
-// error) but is not valid JSON — NaN from Python's json.dumps, say — is
-// an error result quoting it, not output to wait past. So is an object
-// longer than schema.MaxResultLine: only its beginning is kept, which
-// cannot tell, and an object that long is a result with large metrics far
-// more often than a log line; waiting past it would hold the slot until
-// the timeout.
-func resultLine(ol outLine) (Outcome, bool) {
-	l := ol.text
-	t := strings.TrimSpace(l)
-	if !strings.HasPrefix(t, "{") {
-		return Outcome{}, false
-	}
-	if ol.n > schema.MaxResultLine {
-		return lineTooLong(t, ol.n), true
-	}
-	var probe map[string]json.RawMessage
-	if json.Unmarshal([]byte(t), &probe) != nil {
-		if looksLikeResult(t) {
-			return ParseOutput(t), true
-		}
-		return Outcome{}, false
-	}
-	if e, ok := probe["error"]; ok {
-		var msg string
-		if json.Unmarshal(e, &msg) != nil {
-			msg = string(e)
-		}
-		return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Error: msg}, true
-	}
-	_, fit := probe["fitness"]
-	_, inf := probe["infeasible"]
-	if !fit && !inf {
-		return Outcome{}, false
-	}
-	return ParseOutput(l), true
-}
-
-func looksLikeResult(l string) bool {
-	for _, k := range []string{`"fitness"`, `"infeasible"`, `"error"`} {
-		if strings.Contains(l, k) {
-			return true
-		}
-	}
-	return false
-}
-
-// died hands the design back: the process is gone, the design may be fine.
-func (p *Persistent) died(slot int, proc *evalProc, why string) Outcome {
-	p.drop(slot, proc)
+// died ends a design whose process is gone. Like a one-shot evaluator's
+// non-zero exit, that is an error result with the process's stderr tail:
+// an evaluator that cannot start or dies on its first design ends every
+// design so, and the run's fail-fast check sees it. One death is handed
+// back instead: on a design's first delivery, of a process that had
+// answered designs before. The process may have died of its own history
+// (memory grown over many designs, a driver fault), not of the design,
+// which gets one more try in a fresh process; dying there too is its
+// error, so that no design circles until it is lost.
+func (p *Persistent) died(t Task, proc *evalProc, why string) Outcome {
+	p.drop(t.Slot, proc)
 	state := "no exit status"
 	exit, sig := proc.end()
 	if exit != nil || sig != "" { // reaped: ProcessState is written
 		state = proc.cmd.ProcessState.String()
 	}
-	return Outcome{HandBack: true, Exit: exit, Signal: sig,
-		Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), proc.stderr.String())}
+	proc.drain() // the whole stderr, for its tail
+	stderr := proc.stderr.String()
+	if proc.answered > 0 && t.Attempt == 1 {
+		return Outcome{HandBack: true, Exit: exit, Signal: sig,
+			Error: appendTail(fmt.Sprintf("persistent evaluator died (%s, %s)", why, state), stderr)}
+	}
+	msg := fmt.Sprintf("persistent evaluator died before answering its first design (%s, %s)", why, state)
+	if proc.answered > 0 {
+		msg = fmt.Sprintf("persistent evaluator died (%s, %s) on this design's delivery %d", why, state, t.Attempt)
+	}
+	return Outcome{Status: schema.StatusError, Fitness: schema.InfeasibleFitness, Exit: exit, Signal: sig,
+		Error: appendTail(msg, stderr)}
+}
+
+// drain waits, up to KillGrace, until a dead process's output is read to
+// the end.
+func (proc *evalProc) drain() {
+	select {
+	case <-proc.copied:
+	case <-time.After(KillGrace):
+	}
 }
 
 // end waits up to KillGrace for a dropped process to be reaped and says
@@ -326,7 +344,7 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 		return nil, fmt.Errorf("persistent evaluator: %w", err)
 	}
 	pr := &evalProc{cmd: cmd, stdin: stdin, lines: make(chan outLine, 64), stderr: newTail(StderrKeep),
-		quit: make(chan struct{}), waited: make(chan struct{})}
+		quit: make(chan struct{}), waited: make(chan struct{}), copied: make(chan struct{}), log: t.Log}
 	lw := newLineWriter(pr.lines, pr.quit)
 	if pr.outs, err = attachOutputs(cmd, files.tee(0, lw), files.tee(1, pr.stderr)); err != nil {
 		stdin.Close()
@@ -350,6 +368,7 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 		killGroup(cmd, syscall.SIGKILL)
 		guard.close()
 		pr.outs.wait()
+		close(pr.copied)
 		lw.close()
 		files.close()
 	}()
@@ -368,7 +387,9 @@ func (p *Persistent) drop(slot int, proc *evalProc) {
 }
 
 // Close ends every evaluator process: stdin is closed (EOF asks it to
-// exit), and after KillGrace its process group is killed.
+// exit), and after KillGrace its process group is killed. A protocol line
+// a process printed after its last design is warned about: with no design
+// after it, no result records it.
 func (p *Persistent) Close() error {
 	p.mu.Lock()
 	procs := p.procs
@@ -380,7 +401,7 @@ func (p *Persistent) Close() error {
 	deadline := time.After(KillGrace)
 	for _, pr := range procs {
 		select {
-		case <-drained(pr.lines):
+		case <-drained(pr):
 		case <-deadline:
 		}
 		pr.once.Do(func() { close(pr.quit) })
@@ -389,11 +410,18 @@ func (p *Persistent) Close() error {
 	return nil
 }
 
-// drained is closed when lines is closed, discarding what is left.
-func drained(lines chan outLine) <-chan struct{} {
+// drained is closed when a closing process's lines are read to the end.
+func drained(pr *evalProc) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		for range lines {
+		warned := false
+		for l := range pr.lines {
+			_, isReport, _ := reportLine(l.text)
+			if _, isResult := resultLine(l); (isResult || isReport) && !warned && pr.log != nil {
+				warned = true
+				pr.log.WithFields(logrus.Fields{"protocol_error": ProtocolLateLine, "after": pr.last, "line": clip(l.text, 300)}).
+					Warn("evaluator protocol error: a line arrived after the last design's result, with no design outstanding")
+			}
 		}
 		close(done)
 	}()
