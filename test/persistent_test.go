@@ -245,6 +245,10 @@ func TestPersistentOneShotEvaluatorWarns(t *testing.T) {
 	if !warned() {
 		t.Fatalf("evoq exited without the warning:\n%s", tail(p.stderr.String(), 3000))
 	}
+	// The worker's heartbeat carries it to the run's warnings.
+	waitShowing(t, 30*time.Second, func() bool {
+		return hasLine(p.stderr.String(), "level=warning", "worker w1 (host", "has not answered its first design")
+	}, func() string { return tail(p.stderr.String(), 3000) })
 	for range 2 { // drain, then stop at once
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		time.Sleep(100 * time.Millisecond)

@@ -32,6 +32,17 @@ type Task struct {
 	// (its slot, design and attempt are in its fields); nil logs to
 	// logrus's standard logger.
 	Log logrus.FieldLogger
+	// Warn, when set, makes msg one of the worker's standing warnings,
+	// which its heartbeats carry to the run's warnings and evoq status:
+	// for what concerns the evaluator as a whole, not one evaluation.
+	Warn func(msg string)
+}
+
+// warn adds msg to the worker's standing warnings, if the task can.
+func (t Task) warn(msg string) {
+	if t.Warn != nil {
+		t.Warn(msg)
+	}
 }
 
 // Progress is one intermediate report of an evaluation: its fitness after

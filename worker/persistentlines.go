@@ -57,9 +57,11 @@ func (p *Persistent) tie(t Task, proc *evalProc, line string) *protocolErr {
 				"though its result lines carry the id (a late line of %s?)", t.Design.ID, orNone(proc.last))}
 	}
 	p.noTies.Do(func() {
-		t.Log.Warn(`the persistent evaluator's result lines do not echo their design's "id": a line printed late ` +
+		msg := `the persistent evaluator's result lines do not echo their design's "id": a line printed late ` +
 			`cannot be told from the next design's result; print the design line's "id" in each result line ` +
-			`(evoq_eval does)`)
+			`(evoq_eval does)`
+		t.Log.Warn(msg)
+		t.warn(msg)
 	})
 	return nil
 }
@@ -207,9 +209,10 @@ func (p *Persistent) warnFirstAnswer(t Task, proc *evalProc, waited time.Duratio
 	if proc.heard {
 		return
 	}
-	t.Log.WithField("waited", waited.Round(100*time.Millisecond).String()).
-		Warn("the persistent evaluator has not answered its first design: " + oneShotHint +
-			"; if its first design just takes this long, ignore this")
+	msg := "the persistent evaluator has not answered its first design: " + oneShotHint +
+		"; if its first design just takes this long, ignore this"
+	t.Log.WithField("waited", waited.Round(100*time.Millisecond).String()).Warn(msg)
+	t.warn(fmt.Sprintf("after %s, %s", waited.Round(time.Second), msg))
 }
 
 // taskLog is t's logger, with its slot, design and attempt.

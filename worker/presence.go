@@ -56,7 +56,7 @@ func (w *Worker) beat(kv jetstream.KeyValue, key string, leaving bool) {
 		Run: w.cfg.Run, Worker: w.cfg.ID, Host: w.cfg.Host, PID: os.Getpid(),
 		Slots: w.cfg.Slots, Busy: min(int(w.busy.Load()), w.cfg.Slots), Done: w.done.Load(),
 		Started: w.started, Heartbeat: time.Now(), Interval: w.cfg.Heartbeat, Leaving: leaving,
-		Quarantined: w.quarantined(), Warnings: w.warnings,
+		Quarantined: w.quarantined(), Warnings: w.standingWarnings(),
 	}
 	data, err := schema.EncodePresence(p)
 	if err == nil {

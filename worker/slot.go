@@ -229,7 +229,7 @@ func (w *Worker) reject(s *slotState, msg design, d *schema.Design, err error, a
 func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time, files taskFiles) (*schema.Result, bool) {
 	t := Task{Design: d, Worker: w.cfg.ID, Slot: s.index, Attempt: attempt, GPU: w.gpu(s.index),
 		Reports: w.newReporter(s, msg, d, attempt), CheckpointOut: files.out, ParentCheckpoint: files.parent,
-		Log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt})}
+		Log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}), Warn: w.addWarning}
 	out := w.runEvaluator(t)
 	files.settle(&out)
 	return w.result(s, d, attempt, start, out), out.HandBack

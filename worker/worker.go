@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,7 +195,8 @@ type Worker struct {
 	objectives pareto.Objectives
 	ckpt       *ckpts // the run's checkpoint store; nil: the run keeps none
 	// warnings are the worker's standing conditions, sent with every
-	// heartbeat (schema.Presence.Warnings); set before the slots start.
+	// heartbeat (schema.Presence.Warnings).
+	warnMu    sync.Mutex
 	warnings  []string
 	askMu     sync.Mutex
 	askWarned time.Time // the last warning that stop questions go unanswered
@@ -268,7 +270,7 @@ func (w *Worker) choose(rec *schema.Run) error {
 	}
 	w.cfg.Evaluator, w.cfg.EvalTimeout = c.Evaluator, c.Timeout
 	for _, d := range c.Differs {
-		w.warnings = append(w.warnings, "evaluator differs from the run's: "+d)
+		w.addWarning("evaluator differs from the run's: " + d)
 	}
 	if len(c.Differs) > 0 {
 		w.log.WithField("differs", strings.Join(c.Differs, "; ")).
@@ -276,6 +278,26 @@ func (w *Worker) choose(rec *schema.Run) error {
 	}
 	return nil
 }
+
+// addWarning makes msg one of the worker's standing warnings, once.
+func (w *Worker) addWarning(msg string) {
+	w.warnMu.Lock()
+	defer w.warnMu.Unlock()
+	if !slices.Contains(w.warnings, msg) && len(w.warnings) < maxWarnings {
+		w.warnings = append(w.warnings, msg)
+	}
+}
+
+// standingWarnings are the worker's warnings, for a heartbeat.
+func (w *Worker) standingWarnings() []string {
+	w.warnMu.Lock()
+	defer w.warnMu.Unlock()
+	return slices.Clone(w.warnings)
+}
+
+// maxWarnings bounds a worker's standing warnings, so that a heartbeat
+// stays small whatever goes wrong.
+const maxWarnings = 16
 
 // ID is the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
