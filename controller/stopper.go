@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -243,4 +244,58 @@ func (s *stopper) digest() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rungs.Digest()
+}
+
+// ReportsCatchUp bounds the wait, at the end of a run, for the stopper to
+// fold every report stored: a broker that cannot deliver them for longer
+// leaves the summary's rung statistics short, with a warning.
+const ReportsCatchUp = 2 * time.Minute
+
+// catchUp waits until every report of the run stored now is folded, so
+// that a run ends with the rung statistics `evoq replay` finds: the
+// reports stream is read beside the results, and a restarted controller
+// whose run ends at once would otherwise end before reading it. It
+// reports whether it caught up.
+func (s *stopper) catchUp(ctx context.Context) bool {
+	last, err := lastReportSeq(ctx, s.js, s.run)
+	if err != nil {
+		s.log.WithError(err).Warn("could not read the reports stream's last report; the rung statistics may lack the latest reports")
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReportsCatchUp)
+	defer cancel()
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		s.mu.Lock()
+		folded := s.folded
+		s.mu.Unlock()
+		if folded >= last {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			s.log.WithFields(logrus.Fields{"folded": folded, "stored": last}).
+				Warn("the run ends before every stored report was folded: its rung statistics lack the latest reports (evoq replay has them all)")
+			return false
+		case <-time.After(pause):
+		}
+	}
+}
+
+// lastReportSeq is the stream sequence of run's last stored report, 0
+// when it has none.
+func lastReportSeq(ctx context.Context, js jetstream.JetStream, run string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, schema.ReportStream)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, schema.ReportSubject(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return raw.Sequence, nil
 }
