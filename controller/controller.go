@@ -182,6 +182,9 @@ func (c *Controller) Run(ctx context.Context) (*Summary, error) {
 	if c.failure != nil {
 		return nil, c.fail(ctx)
 	}
+	if c.stopper != nil {
+		c.stopper.catchUp(ctx)
+	}
 	c.ckpt.finish()
 	c.sweepCheckpoints(ctx)
 	deleted()
