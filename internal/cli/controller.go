@@ -15,6 +15,7 @@ import (
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
 
@@ -97,7 +98,11 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.prepare(ctx, s, &cfg, log); err != nil {
 		return err
 	}
-	return runController(ctx, s, cfg, c.env, c.jsonOut, nil)
+	err = runController(ctx, s, cfg, c.env, c.jsonOut, nil)
+	if s.embedded != nil && ctx.Err() == nil {
+		lingerForWorkers(ctx, s, cfg.Run, log)
+	}
+	return err
 }
 
 // prepare readies a run on the connected broker: the run to resume, its
@@ -356,6 +361,56 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 	cfg.WaitSlots = c.waitSlots
 	cfg.Replicas = c.replicas
 	return cfg, err
+}
+
+// LingerForWorkers bounds how long a controller with the embedded broker
+// keeps it up once its run is done or failed, for the run's workers to
+// learn it and leave: a worker cut off from its broker before it heard
+// would wait for it to come back.
+const LingerForWorkers = 10 * time.Second
+
+// lingerForWorkers waits until no worker of run has a heartbeat in the
+// presence bucket (each deletes its own as it leaves), or LingerForWorkers.
+func lingerForWorkers(ctx context.Context, s *session, run string, log logrus.FieldLogger) {
+	ctx, cancel := context.WithTimeout(ctx, LingerForWorkers)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, schema.PresenceBucket)
+	if err != nil {
+		return
+	}
+	for {
+		n, err := liveWorkers(ctx, kv, run)
+		if err == nil && n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if n > 0 {
+				log.WithField("workers", n).Warn("stopping the embedded broker with workers of the run still present; they leave by themselves once they see the run ended, or when their --wait-for-run ends")
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// liveWorkers counts run's workers whose heartbeat is current.
+func liveWorkers(ctx context.Context, kv jetstream.KeyValue, run string) (int, error) {
+	keys, err := kv.ListKeysFiltered(ctx, schema.PresenceKey(run, "*"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if p, err := schema.DecodePresence(e.Value()); err == nil && controller.Alive(*p, e.Created(), time.Now()) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // runController runs the search and prints its summary; finish, when not
