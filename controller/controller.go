@@ -189,6 +189,9 @@ func (c *Controller) startStopper(ctx context.Context) error {
 	if c.cfg.EarlyStop == nil {
 		return nil
 	}
+	if w := EarlyStopWarning(c.cfg.EarlyStop); w != "" {
+		c.log.WithField("early_stop", EarlyStopText(c.cfg.EarlyStop)).Warn(w)
+	}
 	var reported func()
 	if m, ok := c.cfg.Metrics.(interface{ Reported() }); ok {
 		reported = m.Reported

@@ -132,9 +132,10 @@ type CheckpointSummary struct {
 	// controller deleted.
 	Stored  int `json:"stored"`
 	Deleted int `json:"deleted"`
-	// Mutants is the counted ok mutants of a run with inheritance, and
-	// Inherited those whose evaluator said they started from their
-	// parent's checkpoint (metrics inherited true).
+	// Mutants is the counted mutants of a run with inheritance that
+	// trained (ok or stopped), and Inherited those whose evaluator said
+	// they started from their parent's checkpoint (metrics inherited
+	// true).
 	Mutants   int `json:"mutants,omitempty"`
 	Inherited int `json:"inherited,omitempty"`
 }
