@@ -131,7 +131,7 @@ func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome 
 			}
 			if out, ok := resultLine(l); ok {
 				if st.stopped {
-					return st.outcome(nil, "")
+					return withMetricsOf(st.outcome(nil, ""), out)
 				}
 				return out
 			}
