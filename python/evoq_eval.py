@@ -165,7 +165,12 @@ def report(step, fitness, *, last=False, **metrics):
         return False
     _emit({"report": body})
     _s.last_step, _s.last_fitness, _s.last_body, _s.marked_last = step, body["fitness"], body, bool(last)
-    go = _answer() if _s.serving else not _s.stopped
+    if not _s.serving:
+        # A SIGTERM that came once the line was out is this report's stop
+        # (or none): train_fn learns it at its next report. Told now, a
+        # train_fn at its last epoch could not tell "stop" from "done".
+        return True
+    go = _answer()
     _s.told_stop = not go
     return go
 
