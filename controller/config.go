@@ -286,6 +286,11 @@ func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
 		return err
 	}
+	if c.Space != nil {
+		if err := validateMaxStepGene(c.EarlyStop, c.Space); err != nil {
+			return err
+		}
+	}
 	if err := c.Checkpoints.validate(); err != nil {
 		return err
 	}
