@@ -22,6 +22,10 @@ import (
 func TestCommandStopReachesFinished(t *testing.T) {
 	t.Parallel()
 	reports := `for s in 1 2 3; do echo "{\"report\": {\"step\": $s, \"fitness\": 0.$s, \"metrics\": {\"s\": $s}}}"; done; `
+	// Short sleeps, not one long one: sh runs a trap only between
+	// commands, and a SIGTERM that comes before a sleep starts reaches
+	// the shell alone.
+	const wait = `i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`
 	tests := []struct {
 		name    string
 		script  string
@@ -33,17 +37,17 @@ func TestCommandStopReachesFinished(t *testing.T) {
 	}{
 		{"marked last after the stop",
 			`trap 'echo "{\"report\": {\"step\": 3, \"fitness\": 0.3, \"last\": true}}"; echo "{\"fitness\": 0.3, \"metrics\": {\"done\": 1}}"; exit 0' TERM; ` +
-				reports + `sleep 5`,
+				reports + wait,
 			0, schema.StatusOK, 0.3, map[string]any{"done": 1.0}, []int64{1, 2, 3, 3}},
 		{"result printed before the stop",
-			`trap 'exit 0' TERM; ` + reports + `echo '{"fitness": 0.35}'; sleep 5`,
+			`trap 'exit 0' TERM; ` + reports + `echo '{"fitness": 0.35}'; ` + wait,
 			300 * time.Millisecond, schema.StatusOK, 0.35, nil, []int64{1, 2, 3}},
 		{"last report, killed before its result",
 			`trap '' TERM; for s in 1 2; do echo "{\"report\": {\"step\": $s, \"fitness\": 0.$s}}"; done; ` +
-				`echo '{"report": {"step": 3, "fitness": 0.3, "metrics": {"s": 3}, "last": true}}'; sleep 5`,
+				`echo '{"report": {"step": 3, "fitness": 0.3, "metrics": {"s": 3}, "last": true}}'; ` + wait,
 			0, schema.StatusOK, 0.3, map[string]any{"s": 3.0}, []int64{1, 2, 3}},
 		{"stopped, its result line's metrics kept",
-			`trap 'echo "{\"fitness\": 0.3, \"metrics\": {\"inherited\": true, \"s\": 99}}"; exit 0' TERM; ` + reports + `sleep 5`,
+			`trap 'echo "{\"fitness\": 0.3, \"metrics\": {\"inherited\": true, \"s\": 99}}"; exit 0' TERM; ` + reports + wait,
 			0, schema.StatusStopped, 0.3, map[string]any{"inherited": true, "s": 3.0, "stopped_at": int64(3)}, []int64{1, 2, 3}},
 	}
 	for _, tt := range tests {
@@ -51,7 +55,7 @@ func TestCommandStopReachesFinished(t *testing.T) {
 			t.Parallel()
 			ctx := testutil.Context(t, 30*time.Second)
 			rep := &fakeReporter{stopAt: 3, delay: tt.delay}
-			out := Command{Cmd: tt.script, StopGrace: 500 * time.Millisecond}.Evaluate(ctx, oneShotTask(rep))
+			out := Command{Cmd: tt.script, StopGrace: 2 * time.Second}.Evaluate(ctx, oneShotTask(rep))
 			if out.Status != tt.want || out.Fitness != tt.fitness {
 				t.Fatalf("outcome %+v, want %s with fitness %v", out, tt.want, tt.fitness)
 			}
