@@ -69,8 +69,8 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	stdout, stderr := newLastLine(schema.MaxResultLine), newTail(StderrKeep)
 	// A stop decision ends the evaluation through stopCtx; reports are
 	// still stored and asked about under ctx. resultFirst: the evaluator
-	// had printed its result when the stop was decided, so it had
-	// finished.
+	// had printed a result after its last report when the stop was
+	// decided, so it had finished.
 	stopCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var resultFirst atomic.Bool
@@ -106,10 +106,11 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	cut := end.stopped && ctx.Err() == nil && context.Cause(stopCtx) == errStopped
 	var out Outcome
 	switch {
-	case cut && (end.finished || resultFirst.Load()):
+	case cut && (end.finished || resultFirst.Load() && cmd.ProcessState != nil && cmd.ProcessState.Success()):
 		// The stop came too late: the evaluator had made its last report,
-		// or printed its result, before it reached it. It trained to its
-		// end, and its result stands.
+		// or printed its result and went on to exit 0, before it reached
+		// it. It trained to its end, and its result stands. (A result
+		// line alone is not enough: a JSON log line can look like one.)
 		out = finishedOutcome(stdout, end)
 	case cut && errors.Is(err, context.Canceled):
 		// Stopped before it ended by itself. What it printed then is not
@@ -519,13 +520,14 @@ type lastLine struct {
 	last   []byte // the last complete non-blank line
 	lastN  int    // its whole length
 	report func(line string)
-	// result says whether last is a result line. It is read without mu,
-	// by the goroutine that report feeds, which mu may be waiting on.
+	// result says whether last is a result line printed after the last
+	// report line. It is read without mu, by the goroutine that report
+	// feeds, which mu may be waiting on.
 	result atomic.Bool
 }
 
 // endsInResult says whether the last complete line is a result (ok or
-// infeasible).
+// infeasible) that came after every report line.
 func (l *lastLine) endsInResult() bool { return l.result.Load() }
 
 func newLastLine(max int) *lastLine { return &lastLine{cur: lineBuf{max: max}} }
@@ -541,6 +543,7 @@ func (l *lastLine) Write(p []byte) (int, error) {
 func (l *lastLine) endLine() {
 	if l.report != nil && bytes.Contains(l.cur.buf, []byte(`"report"`)) {
 		if _, isReport, _ := reportLine(string(l.cur.buf)); isReport {
+			l.result.Store(false)
 			l.report(string(l.cur.buf))
 			l.cur.reset()
 			return

@@ -15,8 +15,10 @@ import (
 
 // A one-shot evaluator that a stop reaches as its training ends keeps the
 // result it finished with: one that says, after the stop, that its report
-// was its last; one that had printed its result when the stop was decided;
-// one whose last report said so and that was killed before its result.
+// was its last; one that had printed its result when the stop was decided
+// and exits 0; one whose last report said so and that was killed before
+// its result. One that dies of the stop after a line that looks like a
+// result (a JSON log line) is stopped.
 // A design really stopped keeps the metrics of the result line it printed
 // besides its report's.
 func TestCommandStopReachesFinished(t *testing.T) {
@@ -42,6 +44,9 @@ func TestCommandStopReachesFinished(t *testing.T) {
 		{"result printed before the stop",
 			`trap 'exit 0' TERM; ` + reports + `echo '{"fitness": 0.35}'; ` + wait,
 			300 * time.Millisecond, schema.StatusOK, 0.35, nil, []int64{1, 2, 3}},
+		{"a result-like line, then killed by the stop",
+			reports + `echo '{"fitness": 0.9}'; ` + wait,
+			300 * time.Millisecond, schema.StatusStopped, 0.3, map[string]any{"stopped_at": int64(3)}, []int64{1, 2, 3}},
 		{"last report, killed before its result",
 			`trap '' TERM; for s in 1 2; do echo "{\"report\": {\"step\": $s, \"fitness\": 0.$s}}"; done; ` +
 				`echo '{"report": {"step": 3, "fitness": 0.3, "metrics": {"s": 3}, "last": true}}'; ` + wait,
