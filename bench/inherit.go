@@ -142,9 +142,10 @@ type InheritRun struct {
 	SlotS       float64 `json:"slot_s"`
 	// Epochs is the epochs its counted ok designs trained.
 	Epochs int `json:"epochs"`
-	// Mutants is its counted ok mutants, Inherited those that started
-	// from their parent's weights, InheritedShare the one over the other
-	// (the controller's checkpoint summary; 0 without --inherit).
+	// Mutants is its counted mutants that trained (ok or stopped),
+	// Inherited those that started from their parent's weights,
+	// InheritedShare the one over the other (the controller's checkpoint
+	// summary; 0 without --inherit).
 	Mutants        int     `json:"mutants"`
 	Inherited      int     `json:"inherited"`
 	InheritedShare float64 `json:"inherited_share"`

@@ -119,10 +119,14 @@ type ckptTracker struct {
 	// listed is the store's figures at the end of the run, nil before.
 	failed []string
 	listed *checkpoint.Usage
-	// mutants and inherited count the counted ok mutants and those that
-	// said they inherited.
+	// mutants and inherited count the counted mutants that trained (ok
+	// or stopped) and those of them that said they inherited.
 	mutants, inherited int
 }
+
+// trained says whether a result of status s is of a design that trained:
+// one that ran to its end or that the early-stopping rule stopped.
+func trained(s schema.Status) bool { return s == schema.StatusOK || s == schema.StatusStopped }
 
 func newCkptTracker(store checkpoint.Store, cfg schema.Checkpoints, log logrus.FieldLogger) *ckptTracker {
 	return &ckptTracker{store: store, cfg: cfg, log: log, refs: map[string]schema.CheckpointRef{},
@@ -164,7 +168,10 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 	switch v {
 	case Counted:
 		delete(t.flying, id)
-		if r.Status == schema.StatusOK && r.Design.Origin == schema.OriginMutant && t.cfg.Inherit {
+		// A stopped mutant trained from its parent's weights as an ok one
+		// did: counting ok ones alone would hide the share of those the
+		// early-stopping rule stopped.
+		if trained(r.Status) && r.Design.Origin == schema.OriginMutant && t.cfg.Inherit {
 			t.mutants++
 			if b, _ := r.Metrics["inherited"].(bool); b {
 				t.inherited++

@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/evoq/evoq/broker"
@@ -271,6 +273,27 @@ func (c Config) Validate() error {
 	if len(c.Seeds) > c.Budget {
 		return &schema.FieldError{Err: ErrConfig, Field: "Seeds", Reason: fmt.Sprintf("%d seeds exceed Budget %d", len(c.Seeds), c.Budget), Related: []string{"Budget"}}
 	}
+	return validateMaxStepGene(c.EarlyStop, c.Space)
+}
+
+// validateMaxStepGene checks that the rule's MaxStepGene, when it names
+// one, is a number in every genome of sp: a name that matches nothing
+// would leave every design's end unknown, and the rule judging designs at
+// their last reports, with no word said.
+func validateMaxStepGene(e *schema.EarlyStop, sp *space.Space) error {
+	if e == nil || e.MaxStepGene == "" {
+		return nil
+	}
+	if err := e.Validate(); err != nil {
+		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.MaxStepGene", Value: e.MaxStepGene, Reason: err.Error()}
+	}
+	// A sample genome shows the gene's type: every genome has each
+	// top-level parameter, of its one type.
+	if _, ok := e.End(sp.Random(rand.New(rand.NewPCG(1, 1)))); !ok {
+		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.MaxStepGene", Value: e.MaxStepGene,
+			Reason: "is not a number parameter at the top of the search space (" + strings.Join(sp.Columns(), ", ") +
+				"); it names the gene that holds each design's training length in report steps"}
+	}
 	return nil
 }
 
@@ -281,6 +304,11 @@ func (c Config) Validate() error {
 func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
 		return err
+	}
+	if c.Space != nil {
+		if err := validateMaxStepGene(c.EarlyStop, c.Space); err != nil {
+			return err
+		}
 	}
 	if err := c.Checkpoints.validate(); err != nil {
 		return err
@@ -353,7 +381,27 @@ func EarlyStopText(e *schema.EarlyStop) string {
 	if e.MaxStep > 0 {
 		s += fmt.Sprintf(" max_step=%d rungs=%v", e.MaxStep, e.Rungs(e.MaxStep))
 	}
+	if e.MaxStepGene != "" {
+		s += " max_step_gene=" + e.MaxStepGene
+	}
 	return s
+}
+
+// EarlyStopWarning is what to warn of at the start of a run with rule e:
+// with neither MaxStep nor MaxStepGene, nothing tells the rule where a
+// design's training ends, so a design whose last report falls on a rung
+// is judged there and may end stopped, though it trained to its end,
+// unless its evaluator marks that report as its last. "" when there is
+// nothing to warn of.
+func EarlyStopWarning(e *schema.EarlyStop) string {
+	if e == nil || e.Rule == RuleNone || e.MaxStep > 0 || e.MaxStepGene != "" {
+		return ""
+	}
+	return "--early-stop without --max-step or --max-step-gene: a design whose last report falls on a rung (" +
+		fmt.Sprint(e.Rungs(e.MinStep*int64(e.Eta)*int64(e.Eta))) + ", ...) is judged there and may be recorded stopped " +
+		"though it trained to its end, unless its evaluator marks that report \"last\" (the evoq_eval helper does when " +
+		"train_fn returns in one-shot mode, or with report(..., last=True)); give --max-step-gene with the gene " +
+		"that holds each design's length, or --max-step"
 }
 
 // check is one rule of a Config: when bad, the field is invalid.

@@ -61,6 +61,18 @@ func TestConfigValidate(t *testing.T) {
 		{"ack wait under three heartbeats", func(c *Config) { c.AckWait = 2999 * time.Millisecond }, "AckWait 2.999s: need at least 3s"},
 		{"negative ack wait", func(c *Config) { c.AckWait = -time.Second }, "AckWait -1s"},
 		{"negative max deliver", func(c *Config) { c.MaxDeliver = -1 }, "MaxDeliver -1"},
+		{"max step gene", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "epochs"}
+		}, ""},
+		{"max step gene of a choice of numbers", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "batch"}
+		}, ""},
+		{"max step gene not in the space", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "epoch"}
+		}, `EarlyStop.MaxStepGene "epoch": is not a number parameter at the top of the search space`},
+		{"max step gene not a number", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "layers"}
+		}, "EarlyStop.MaxStepGene"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

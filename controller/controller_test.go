@@ -889,7 +889,7 @@ func TestSummary(t *testing.T) {
 	s := c.Summary()
 	want := Summary{Run: "t", Evaluations: 5, OK: 3, Infeasible: 1, Lost: 1, BestID: "t-4",
 		WallS: 20, EvalsPerS: 0.3, Slots: 2, SlotsUsed: 2, UtilSteady: 0.5, IdleBeforeFirst: 0.1667, PoolSize: 2,
-		PoolDigest: c.fold.Pool().Digest()}
+		PoolDigest: c.fold.Pool().Digest(), Warnings: []string{}}
 	got := *s
 	if got.BestFitness == nil || *got.BestFitness != 0.75 || got.BestRandomFitness == nil || *got.BestRandomFitness != 0.5 {
 		t.Errorf("best %v, best random %v; want 0.75, 0.5", got.BestFitness, got.BestRandomFitness)

@@ -41,6 +41,16 @@ const MedianMinSamples = 3
 // rung the design decided at gets the decision again, taken against the
 // statistics as they are then, from the value recorded the first time;
 // nothing is recorded twice.
+//
+// A design that reached its own end is never judged: a report marked
+// last (schema.Report.Last: the evaluator said so, or the step reached
+// the design's EarlyStop.MaxStepGene) records its value at the rung it
+// falls on, for the designs that come after, and decides nothing; the
+// attempt's later reports are ignored. A last report that repeats the
+// step of the attempt's previous report says that report was the last
+// (the evaluator learnt it only when its training returned): a stop taken
+// at that report is withdrawn, since the design had finished when the
+// stop reached it, and its worker records the result it finished with.
 type Rungs struct {
 	rule    *schema.EarlyStop
 	run     string
@@ -48,7 +58,7 @@ type Rungs struct {
 	designs map[uint64]*curve
 	digest  hash.Hash64
 	n       int // reports folded
-	stopped int // decisions to stop
+	stopped int // decisions to stop, less those withdrawn
 }
 
 // rungStat is what one rung has seen.
@@ -67,6 +77,8 @@ type curve struct {
 	best           float64
 	decided        []rungValue // the rungs decided at, each with the value recorded there
 	lastRung       int64       // the attempt's last rung decided at
+	stopStep       int64       // the step of the attempt's report the rule stopped; -1: none
+	ended          bool        // the attempt made its last report
 }
 
 // rungValue is a design's value recorded at a rung.
@@ -90,6 +102,10 @@ type RungDecision struct {
 	// Rung is the rung the report decided at; 0 when at none.
 	Rung int64
 	Stop bool
+	// End: the report was the design's last, so its value was recorded
+	// at Rung and nothing was decided (Stop is false); or, with Rung 0,
+	// it marked the previous report as the last.
+	End bool
 	// Reason says why, for logs and the stopped result.
 	Reason string
 }
@@ -109,7 +125,13 @@ func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
 		return d, false
 	}
 	c := g.curveOf(r)
+	if c.ended {
+		return d, false
+	}
 	if r.Step <= c.lastStep {
+		if r.Last && r.Step == c.lastStep {
+			return g.endAt(c, r), true
+		}
 		return d, false
 	}
 	g.n++
@@ -117,14 +139,35 @@ func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
 	c.sum += r.Fitness
 	c.n++
 	c.best = max(c.best, r.Fitness)
+	c.ended = r.Last
 	rung, at := g.rule.RungAt(r.Step, c.lastRung)
 	if !at {
-		return d, true
+		return RungDecision{End: r.Last}, true
 	}
 	c.lastRung = rung
-	d = g.decide(c, rung, r.Fitness)
+	d = g.decide(c, rung, r.Fitness, r.Last)
+	if d.Stop {
+		c.stopStep = r.Step
+	}
 	g.note(r, d)
 	return d, true
+}
+
+// endAt marks the attempt's previous report, at r's step, as its last,
+// withdrawing a stop the rule took there.
+func (g *Rungs) endAt(c *curve, r *schema.Report) RungDecision {
+	g.n++
+	c.ended = true
+	if c.stopStep != r.Step {
+		return RungDecision{End: true}
+	}
+	c.stopStep = -1
+	if st := g.stats[c.lastRung]; st != nil {
+		st.stopped--
+	}
+	g.stopped--
+	g.noteFlag(r.Seq, c.lastRung, r.Fitness, flagWithdrawn)
+	return RungDecision{End: true, Reason: fmt.Sprintf("the report at rung %d was the design's last: its stop is withdrawn", c.lastRung)}
 }
 
 // curveOf is the design's curve, started afresh (but for the rungs it
@@ -132,24 +175,36 @@ func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
 func (g *Rungs) curveOf(r *schema.Report) *curve {
 	c := g.designs[r.Seq]
 	if c == nil {
-		c = &curve{attempt: -1}
+		c = &curve{attempt: -1, stopStep: -1}
 		g.designs[r.Seq] = c
 	}
 	if c.retry != r.Retry || c.attempt != r.Attempt {
 		c.retry, c.attempt, c.lastStep, c.sum, c.n, c.best, c.lastRung = r.Retry, r.Attempt, -1, 0, 0, math.Inf(-1), 0
+		c.stopStep, c.ended = -1, false
 	}
 	return c
 }
 
 // decide takes the decision at rung for a design whose report there has
-// fitness value.
-func (g *Rungs) decide(c *curve, rung int64, value float64) RungDecision {
+// fitness value; for the design's last report (end) it only records the
+// value.
+func (g *Rungs) decide(c *curve, rung int64, value float64, end bool) RungDecision {
 	st := g.stats[rung]
 	if st == nil {
 		st = &rungStat{}
 		g.stats[rung] = st
 	}
 	recorded, again := c.recorded(rung)
+	if end {
+		if !again {
+			if g.rule.Rule == schema.RuleMedian {
+				value = c.sum / float64(c.n)
+			}
+			c.decided = append(c.decided, rungValue{rung, value})
+			st.values.insert(value)
+		}
+		return RungDecision{Rung: rung, End: true, Reason: fmt.Sprintf("%s at rung %d: the design's last report, recorded and not judged", g.rule.Rule, rung)}
+	}
 	if g.rule.Rule == schema.RuleMedian {
 		return g.median(st, c, rung, again)
 	}
@@ -194,16 +249,34 @@ func (g *Rungs) median(st *rungStat, c *curve, rung int64, again bool) RungDecis
 	return d
 }
 
+// What a digest entry says besides the design, rung and value: the flag
+// byte. Runs without last reports digest as they did before there were.
+const (
+	flagGoOn      = 0
+	flagStop      = 1
+	flagEnd       = 2 // a last report's value recorded, nothing judged
+	flagWithdrawn = 3 // a stop withdrawn: the report stopped was the last
+)
+
 // note adds a decision to the digest.
 func (g *Rungs) note(r *schema.Report, d RungDecision) {
-	var b [8 * 4]byte
-	binary.LittleEndian.PutUint64(b[0:], r.Seq)
-	binary.LittleEndian.PutUint64(b[8:], uint64(d.Rung))
-	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(r.Fitness))
-	if d.Stop {
-		b[24] = 1
+	flag := byte(flagGoOn)
+	switch {
+	case d.Stop:
+		flag = flagStop
 		g.stopped++
+	case d.End:
+		flag = flagEnd
 	}
+	g.noteFlag(r.Seq, d.Rung, r.Fitness, flag)
+}
+
+func (g *Rungs) noteFlag(seq uint64, rung int64, value float64, flag byte) {
+	var b [8 * 4]byte
+	binary.LittleEndian.PutUint64(b[0:], seq)
+	binary.LittleEndian.PutUint64(b[8:], uint64(rung))
+	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(value))
+	b[24] = flag
 	g.digest.Write(b[:])
 }
 
@@ -215,14 +288,16 @@ func (g *Rungs) Digest() string { return fmt.Sprintf("%016x", g.digest.Sum64()) 
 // Reports is the number of reports folded.
 func (g *Rungs) Reports() int { return g.n }
 
-// Stops is the number of decisions to stop.
+// Stops is the number of decisions to stop, less those withdrawn because
+// the report stopped was the design's last.
 func (g *Rungs) Stops() int { return g.stopped }
 
 // RungStats are the figures of one rung.
 type RungStats struct {
 	Step int64 `json:"step"`
-	// Reports is the number of designs that decided there, and Stopped
-	// how many of them the rule stopped.
+	// Reports is the number of designs that recorded a value there (those
+	// whose last report fell there included), and Stopped how many of
+	// them the rule stopped.
 	Reports int `json:"reports"`
 	Stopped int `json:"stopped"`
 	// Median and Best are of the values recorded there (the reported

@@ -118,7 +118,9 @@ func (s *stopper) onReport(msg jetstream.Msg) {
 	s.folded = seq
 	if derr != nil {
 		s.warnBad(seq, derr)
-	} else if d, ok := s.rungs.Apply(rep); ok && d.Rung > 0 {
+	} else if d, ok := s.rungs.Apply(rep); ok && d.Rung > 0 && !d.End {
+		// A last report is not asked about: its worker knows it decides
+		// nothing.
 		s.keep(seq, schema.Decision{Run: s.run, DesignID: rep.DesignID, Step: rep.Step, Rung: d.Rung, Stop: d.Stop, Reason: d.Reason})
 	}
 	if s.reported != nil && derr == nil {

@@ -142,9 +142,10 @@ type CheckpointSummary struct {
 	// is what the controller believes the store holds.
 	Bytes  int64 `json:"bytes,omitempty"`
 	Listed bool  `json:"listed"`
-	// Mutants is the counted ok mutants of a run with inheritance, and
-	// Inherited those whose evaluator said they started from their
-	// parent's checkpoint (metrics inherited true).
+	// Mutants is the counted mutants of a run with inheritance that
+	// trained (ok or stopped), and Inherited those whose evaluator said
+	// they started from their parent's checkpoint (metrics inherited
+	// true).
 	Mutants   int `json:"mutants,omitempty"`
 	Inherited int `json:"inherited,omitempty"`
 }

@@ -38,10 +38,8 @@ func (c *Controller) Warnings() []string { return slices.Clone(c.warnings) }
 // startWarnings warns of what the settings alone show will not work as
 // a user expects.
 func (c *Controller) startWarnings() {
-	if es := c.cfg.EarlyStop; es != nil && es.MaxStep == 0 {
-		c.warnOnce("early stopping without --max-step: a design whose last report falls on a rung can be judged there and "+
-			"recorded stopped though it trained to its end, unless its evaluator marks its last report; give --max-step "+
-			"(the step of full training)", logrus.Fields{"early_stop": EarlyStopText(es)})
+	if w := EarlyStopWarning(c.cfg.EarlyStop); w != "" {
+		c.warnOnce(w, logrus.Fields{"early_stop": EarlyStopText(c.cfg.EarlyStop)})
 	}
 	if c.cfg.Evaluator == nil {
 		c.warnOnce("the run records no evaluator: every worker must name its own (--evaluator or --eval-cmd), and nothing checks that they agree",

@@ -8,11 +8,15 @@ The protocol, which this module speaks for you:
 
 One-shot (evoq starts the command once per design): stdin holds the design
 as one JSON object. stdout may carry report lines {"report": {"step": n,
-"fitness": x, "metrics": {...}}}, steps increasing; its last non-blank line
-is the result, {"fitness": x, "metrics": {...}} or {"infeasible": "why"}; a
-non-zero exit is an error. To stop a design the worker sends SIGTERM to the
-process group, then SIGKILL after its --stop-grace: report() then returns
-False so that the training can end cleanly.
+"fitness": x, "metrics": {...}}}, steps increasing, the last one with
+"last": true; its last non-blank line is the result, {"fitness": x,
+"metrics": {...}} or {"infeasible": "why"}; a non-zero exit is an error. To
+stop a design the worker sends SIGTERM to the process group, then SIGKILL
+after its --stop-grace: report() then returns False so that the training
+can end cleanly. A report marked last is never stopped at: report(...,
+last=True) marks it, and when train_fn returns without report() having
+returned False, this module repeats its last report marked last before the
+result (a SIGTERM that came after that report then changes nothing).
 
 Persistent (--persistent sets EVOQ_PERSISTENT=1): one design per stdin
 line, with "attempt". Per design: report lines, then exactly one result
@@ -106,6 +110,9 @@ class _State:
     last_step = None     # this design's last reported step and fitness
     last_fitness = None
     stopped = False      # this design is to stop now
+    told_stop = False    # report() returned False to this design's train_fn
+    last_body = None     # this design's last report, and whether it was marked last
+    marked_last = False
     term_handler = False
     inherit = {}         # this design's inherited, inherit_reason, inherited_params
 
@@ -135,11 +142,17 @@ def stopped():
     return _s.stopped
 
 
-def report(step, fitness, **metrics):
+def report(step, fitness, *, last=False, **metrics):
     """Report fitness after step steps of training; False means stop now.
 
-    In persistent mode this waits for the worker's answer; in one-shot mode
-    it never blocks and returns False once SIGTERM has come. Outside evoq
+    last=True says the training ends with this report (the design's last
+    epoch): evoq's early-stopping rule records it and never stops the
+    design there. In one-shot mode the helper says so for you when
+    train_fn returns; in persistent mode pass it (or run with
+    --max-step-gene), or a design whose last report falls on a rung may be
+    stopped there. In persistent mode this waits for the worker's answer;
+    in one-shot mode it never blocks and returns False once SIGTERM has
+    come. A metric cannot be named last. Outside evoq
     (a notebook, a baseline) it checks its arguments and returns True."""
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ValueError(f"report step must be an int >= 0, got {step!r}")
@@ -150,20 +163,32 @@ def report(step, fitness, **metrics):
         _finite(fitness, f"report fitness at step {step}")
         _clean(metrics)
         return True
+    if _s.marked_last:
+        raise ValueError(f"report at step {step} after the last one, at step {_s.last_step}")
     if _s.last_step is not None and step <= _s.last_step:
         raise ValueError(f"report step {step} does not follow step {_s.last_step}: "
                          "steps must increase within a design (count epochs from 1, say)")
     body = {"step": step, "fitness": _finite(fitness, f"report fitness at step {step}")}
     if metrics:
         body["metrics"] = _clean(metrics)
+    if last:
+        body["last"] = True
     if not _s.serving:
         _oneshot_only("report()")
         _on_sigterm()
     if _s.stopped:
+        _s.told_stop = True
         return False
     _emit({"report": body})
-    _s.last_step, _s.last_fitness = step, body["fitness"]
-    return _answer() if _s.serving else not _s.stopped
+    _s.last_step, _s.last_fitness, _s.last_body, _s.marked_last = step, body["fitness"], body, bool(last)
+    if not _s.serving:
+        # A SIGTERM that came once the line was out is this report's stop
+        # (or none): train_fn learns it at its next report. Told now, a
+        # train_fn at its last epoch could not tell "stop" from "done".
+        return True
+    go = _answer()
+    _s.told_stop = not go
+    return go
 
 
 def serve(train_fn):
@@ -362,14 +387,14 @@ def _clip(text, n=240):
 
 def _outcome(train_fn, d):
     """The result line for train_fn(d); exceptions other than Infeasible propagate."""
+    _s.told_stop, _s.last_body, _s.marked_last = False, None, False
     try:
         value = train_fn(d)
     except Infeasible as e:
         value = e
-    if _stopped_result():  # the worker ignores what a stopped design returns
-        return _stopped_result()
+    was_stopped = _s.told_stop and _s.last_fitness is not None  # else a SIGTERM before any report: no stop
     if isinstance(value, Infeasible):
-        return {"infeasible": str(value) or "infeasible"}
+        return _stopped_result() if was_stopped else {"infeasible": str(value) or "infeasible"}
     if isinstance(value, dict):
         if "fitness" not in value:
             raise ValueError(f"train_fn returned a dict without \"fitness\": {value!r}; "
@@ -379,16 +404,33 @@ def _outcome(train_fn, d):
         fitness, metrics = value
     else:
         fitness, metrics = value, None
-    out = {"fitness": _finite(fitness, "train_fn's fitness")}
     metrics = {**_s.inherit, **(dict(metrics) if metrics else {})}
+    if was_stopped:
+        # The worker records the last report's fitness; the metrics go
+        # with it (whether the design inherited, say).
+        return _stopped_result(metrics)
+    out = {"fitness": _finite(fitness, "train_fn's fitness")}
     if metrics:
         out["metrics"] = _clean(metrics)
+    _mark_end()  # once the result is sure to follow
     return out
 
 
-def _stopped_result():
+def _mark_end():
+    """One-shot: train_fn returned without being told to stop, so its last
+    report was its last. Say so before the result: a stop decided at that
+    report may reach the process now (a SIGTERM that train_fn never saw),
+    and the design, which trained to its end, keeps its result. Persistent
+    mode needs none: report() waited for its answer there."""
+    if _s.serving or _s.last_body is None or _s.marked_last:
+        return
+    _emit({"report": {**_s.last_body, "last": True}})
+    _s.marked_last = True
+
+
+def _stopped_result(metrics=None):
     if _s.stopped and _s.last_fitness is not None:
-        return {"fitness": _s.last_fitness, "metrics": {**_s.inherit, "stopped": True}}
+        return {"fitness": _s.last_fitness, "metrics": _clean({**_s.inherit, **(metrics or {}), "stopped": True})}
     return None
 
 

@@ -28,6 +28,9 @@ WAIT = 30  # seconds a line or an exit may take before the test fails
 #                number, tuple (default), dict, env, genome
 #   redirect: report with sys.stdout redirected to stderr
 #   nan_metric: every report carries spread=NaN
+#   last_at: the report of this step passes last=True
+#   linger: seconds slept after the last report, before returning
+#   stop_metrics: when report() returns False, return these metrics
 # and for checkpoints, whose outcomes go into the metrics of ret "ckpt":
 #   paths: metric paths = [checkpoint_out(), parent_checkpoint()]
 #   save: save(it), metric saved = what save returned
@@ -95,12 +98,16 @@ def train(design):
     fitness = None
     with contextlib.redirect_stdout(sys.stderr) if g.get("redirect") else contextlib.nullcontext():
         for step, f in zip(steps, reports):
-            if not evoq_eval.report(step, f, loss=f / 2, **extra):
+            last = {"last": True} if step == g.get("last_at") else {}
+            if not evoq_eval.report(step, f, loss=f / 2, **extra, **last):
                 print(f"log: report({step}) returned False, stopped()={evoq_eval.stopped()}", flush=True)
-                return None
+                return (f, g["stop_metrics"]) if "stop_metrics" in g else None
             fitness = f
             if g.get("forever"):
                 time.sleep(0.01)  # an epoch of training
+    if "linger" in g:
+        print("log: lingering", flush=True)
+        time.sleep(g["linger"])
     r = float(g.get("result", fitness if fitness is not None else 0.5))
     ret = g.get("ret", "tuple")
     if ret == "number":
@@ -269,7 +276,10 @@ class OneShotTest(unittest.TestCase):
         rc, lines, err = oneshot(self, {"reports": [0.1, 0.2, 0.4]})
         self.assertEqual(rc, 0, err)
         got = [protocol(line) for line in lines if protocol(line)]
-        self.assertEqual(got, [report(1, 0.1, loss=0.05), report(2, 0.2, loss=0.1), report(3, 0.4, loss=0.2),
+        # train_fn returned without being told to stop: its last report
+        # was its last, and the helper says so before the result.
+        marker = {"report": {**report(3, 0.4, loss=0.2)["report"], "last": True}}
+        self.assertEqual(got, [report(1, 0.1, loss=0.05), report(2, 0.2, loss=0.1), report(3, 0.4, loss=0.2), marker,
                                {"fitness": 0.4, "metrics": {"ret": "tuple", "overflow": None}}])
         self.assertEqual(lines[0], "log: training r-1")
         self.assertEqual(protocol(lines[-1]), got[-1], "the result must be the last line")
@@ -291,6 +301,35 @@ class OneShotTest(unittest.TestCase):
         self.assertIn([r["step"] for r in reports], [list(range(1, stop_step)), list(range(1, stop_step + 1))],
                       f"report() must print nothing once SIGTERM came; it returned False at step {stop_step}")
         self.assertEqual(protocol(lines[-1]), {"fitness": reports[-1]["fitness"], "metrics": {"stopped": True}})
+
+    def test_last_report_marked_by_train_fn(self):
+        rc, lines, err = oneshot(self, {"reports": [0.1, 0.2], "last_at": 2})
+        self.assertEqual(rc, 0, err)
+        got = [protocol(line) for line in lines if protocol(line)]
+        self.assertEqual(got, [report(1, 0.1, loss=0.05), {"report": {**report(2, 0.2, loss=0.1)["report"], "last": True}},
+                               {"fitness": 0.2, "metrics": {"ret": "tuple", "overflow": None}}],
+                         "a report marked last is not repeated")
+
+    def test_report_after_the_last_raises(self):
+        rc, lines, err = oneshot(self, {"reports": [0.1, 0.2], "last_at": 1})
+        self.assertEqual(rc, 1)
+        self.assertIn("ValueError: report at step 2 after the last one, at step 1", err)
+
+    def test_sigterm_after_the_last_report_keeps_the_result(self):
+        # A stop decided at the last report reaches the process after
+        # train_fn saw its report() return True: the design trained to its
+        # end, so its result is not a stopped one.
+        ev = Evaluator(self, persistent=False)
+        ev.send(design({"reports": [0.1, 0.2], "linger": 0.5}), newline=False)
+        ev.close()
+        self.assertEqual(ev.next(), report(1, 0.1, loss=0.05))
+        self.assertEqual(ev.next(), report(2, 0.2, loss=0.1))
+        self.assertEqual(ev.line(), "log: lingering")
+        os.killpg(ev.p.pid, signal.SIGTERM)
+        got = [protocol(line) for line in ev.rest() if protocol(line)]
+        self.assertEqual(ev.wait(), 0, ev.stderr())
+        self.assertEqual(got, [{"report": {**report(2, 0.2, loss=0.1)["report"], "last": True}},
+                               {"fitness": 0.2, "metrics": {"ret": "tuple", "overflow": None}}])
 
     def test_exception_exits_nonzero_with_traceback(self):
         rc, lines, err = oneshot(self, {"raise": "boom"})
@@ -385,6 +424,30 @@ class PersistentTest(unittest.TestCase):
         self.assertEqual(ev.next(), report(1, 0.9, loss=0.45))
         ev.send({"continue": True})
         self.assertEqual(ev.next(), {"fitness": 0.9, "metrics": {"ret": "tuple", "overflow": None}})
+        self.finish()
+
+    def test_last_report(self):
+        # Marked by train_fn, answered like any report; no marker follows
+        # in persistent mode, where report() waits for its answer.
+        ev = self.ev
+        ev.send(design({"reports": [0.1, 0.2], "last_at": 2}, seq=1, attempt=1))
+        self.assertEqual(ev.next(), report(1, 0.1, loss=0.05))
+        ev.send({"continue": True})
+        self.assertEqual(ev.next(), {"report": {**report(2, 0.2, loss=0.1)["report"], "last": True}})
+        ev.send({"continue": True})
+        self.assertEqual(ev.next(), {"fitness": 0.2, "metrics": {"ret": "tuple", "overflow": None}})
+        ev.send(design({"reports": [0.3]}, seq=2, attempt=1))
+        self.assertEqual(ev.next(), report(1, 0.3, loss=0.15))
+        ev.send({"continue": True})
+        self.assertEqual(ev.next(), {"fitness": 0.3, "metrics": {"ret": "tuple", "overflow": None}})
+        self.finish()
+
+    def test_stopped_result_keeps_train_fn_metrics(self):
+        ev = self.ev
+        ev.send(design({"reports": [0.1, 0.2], "stop_metrics": {"params": 7}}, seq=1, attempt=1))
+        self.assertEqual(ev.next(), report(1, 0.1, loss=0.05))
+        ev.send({"continue": False, "reason": "asha"})
+        self.assertEqual(ev.next(), {"fitness": 0.1, "metrics": {"params": 7, "stopped": True}})
         self.finish()
 
     def test_failures_are_results_and_serving_goes_on(self):

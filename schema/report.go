@@ -1,8 +1,10 @@
 package schema
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,10 +55,26 @@ type Report struct {
 	Slot    int            `msgpack:"slot" json:"slot"`
 	// Time is when the worker read the report from its evaluator.
 	Time time.Time `msgpack:"time" json:"time"`
+	// Last says that the attempt's training ended at Step: its evaluator
+	// said so, or Step reached the design's own end (EarlyStop.End). A
+	// last report is recorded at its rung but never judged there: a
+	// design that trained to its end is not stopped. A last report may
+	// repeat the step of the attempt's previous report: it then only says
+	// that that report was the last (an evaluator that learns its
+	// training ended only when it returns).
+	Last bool `msgpack:"last,omitempty" json:"last,omitempty"`
 }
 
-// MsgID is the Nats-Msg-Id a worker stores r with.
-func (r *Report) MsgID() string { return ReportMsgID(r.DesignID, r.Retry, r.Attempt, r.Step) }
+// MsgID is the Nats-Msg-Id a worker stores r with. A last report has its
+// own, so that one repeating the previous report's step is not taken for
+// a duplicate of it.
+func (r *Report) MsgID() string {
+	id := ReportMsgID(r.DesignID, r.Retry, r.Attempt, r.Step)
+	if r.Last {
+		id += "/last"
+	}
+	return id
+}
 
 // Validate checks every field of r.
 func (r *Report) Validate() error {
@@ -220,6 +238,12 @@ type EarlyStop struct {
 	// no rung; 0: no bound.
 	MaxStep int64 `msgpack:"max_step,omitempty" json:"max_step,omitempty"`
 	Eta     int   `msgpack:"eta" json:"eta"`
+	// MaxStepGene names the top-level gene that holds each design's own
+	// training length in report steps (epochs, say): a design's report at
+	// or past that step is its last (see End and Report.Last), so the
+	// rung it falls on does not judge it. "": the designs' lengths are
+	// not in their genomes.
+	MaxStepGene string `msgpack:"max_step_gene,omitempty" json:"max_step_gene,omitempty"`
 }
 
 // Validate checks every field of e.
@@ -236,7 +260,38 @@ func (e *EarlyStop) Validate() error {
 	if e.MaxStep != 0 && e.MaxStep <= e.MinStep {
 		return invalid("early_stop", "max_step", "%d is not above min_step %d (0: no bound)", e.MaxStep, e.MinStep)
 	}
+	if g := e.MaxStepGene; g != "" && (strings.TrimSpace(g) != g || len(g) > 200) {
+		return invalid("early_stop", "max_step_gene", "%q is not a gene's name", g)
+	}
 	return nil
+}
+
+// End is the step at which a design of genome ends its training, from its
+// MaxStepGene: ok is false when e names no gene, or the genome holds no
+// number there. A report at or past End is the design's last.
+func (e *EarlyStop) End(genome map[string]any) (end float64, ok bool) {
+	if e == nil || e.MaxStepGene == "" {
+		return 0, false
+	}
+	switch v := genome[e.MaxStepGene].(type) {
+	case int64:
+		end = float64(v)
+	case uint64:
+		end = float64(v)
+	case int:
+		end = float64(v)
+	case float64:
+		end = v
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			return 0, false
+		}
+		end = f
+	default:
+		return 0, false
+	}
+	return end, !math.IsNaN(end)
 }
 
 // Rungs lists the rungs up to and including limit (MaxStep, when limit is

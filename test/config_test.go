@@ -37,6 +37,9 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"zero budget", []string{"--budget", "0"}, "--budget 0: need at least 1"},
 		{"tournament above pool", []string{"--tournament", "6", "--pool", "5"}, "--tournament 6: want 1..--pool (5)"},
 		{"negative fail-fast", []string{"--fail-fast", "-1"}, "--fail-fast -1: must be >= 0 (0 turns the check off)"},
+		{"max-step-gene alone", []string{"--max-step-gene", "epochs"}, "--max-step-gene needs --early-stop median or asha"},
+		{"max-step-gene not in the space", []string{"--config", filepath.Join("testdata", "epochs", "space.yaml"), "--early-stop", "asha", "--max-step-gene", "epoch"},
+			`--max-step-gene "epoch": is not a number parameter at the top of the search space`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -67,10 +68,13 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	stdout, stderr := newLastLine(schema.MaxResultLine), newTail(StderrKeep)
 	// A stop decision ends the evaluation through stopCtx; reports are
-	// still stored and asked about under ctx.
+	// still stored and asked about under ctx. resultFirst: the evaluator
+	// had printed a result after its last report when the stop was
+	// decided, so it had finished.
 	stopCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	pump := newReportPump(ctx, t, func() { stop(errStopped) })
+	var resultFirst atomic.Bool
+	pump := newReportPump(ctx, t, func() { resultFirst.Store(stdout.endsInResult()); stop(errStopped) })
 	defer pump.close()
 	stdout.report = pump.line
 	cmd, guard, err := evaluatorCommand(c.Cmd)
@@ -98,17 +102,49 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	err = waitGroup(stopCtx, cmd, graceOf(c.StopGrace))
 	outs.wait()
-	stopped, last, reason := pump.close()
+	end := pump.close()
+	cut := end.stopped && ctx.Err() == nil && context.Cause(stopCtx) == errStopped
 	var out Outcome
-	if stopped && ctx.Err() == nil && context.Cause(stopCtx) == errStopped && errors.Is(err, context.Canceled) {
-		// Stopped before it ended by itself: an evaluator that printed its
-		// result first trained to the end, and its result stands.
-		out = Stopped(last, reason)
-	} else {
+	switch {
+	case cut && (end.finished || resultFirst.Load() && cmd.ProcessState != nil && cmd.ProcessState.Success()):
+		// The stop came too late: the evaluator had made its last report,
+		// or printed its result and went on to exit 0, before it reached
+		// it. It trained to its end, and its result stands. (A result
+		// line alone is not enough: a JSON log line can look like one.)
+		out = finishedOutcome(stdout, end)
+	case cut && errors.Is(err, context.Canceled):
+		// Stopped before it ended by itself. What it printed then is not
+		// its result, but its metrics are kept (inheritance, say).
+		out = withMetricsOf(Stopped(end.last, end.reason), printedResult(stdout))
+	default:
 		out = commandOutcome(ctx, err, stdout, stderr)
 	}
 	out.Exit, out.Signal = processEnd(cmd.ProcessState)
 	return out
+}
+
+// finishedOutcome is the outcome of an evaluation that trained to its end
+// though a stop was decided for one of its reports: the result it printed,
+// else its last report's, else (it printed its result, then more) the
+// stop's.
+func finishedOutcome(stdout *lastLine, end pumpEnd) Outcome {
+	if o := printedResult(stdout); o.Status == schema.StatusOK || o.Status == schema.StatusInfeasible {
+		return o
+	}
+	if end.finished {
+		return finishedAt(end.end)
+	}
+	return Stopped(end.last, end.reason)
+}
+
+// printedResult is the result on the evaluator's last stdout line, an
+// error outcome when there is none.
+func printedResult(stdout *lastLine) Outcome {
+	line, n := stdout.Line()
+	if n > schema.MaxResultLine {
+		return lineTooLong(line, n)
+	}
+	return ParseOutput(line)
 }
 
 // graceOf is a stop grace, or StopGraceDefault for none given.
@@ -479,13 +515,21 @@ func (l *lineBuf) reset() { l.buf, l.n = l.buf[:0], 0 }
 // report, when set, and are never the last line: the result comes after
 // them.
 type lastLine struct {
-	mu      sync.Mutex
-	cur     lineBuf
-	last    []byte // the last complete non-blank line
-	lastN   int    // its whole length
-	report  func(line string)
+	mu     sync.Mutex
+	cur    lineBuf
+	last   []byte // the last complete non-blank line
+	lastN  int    // its whole length
+	report func(line string)
+	// result says whether last is a result line printed after the last
+	// report line. It is read without mu, by the goroutine that report
+	// feeds, which mu may be waiting on.
+	result  atomic.Bool
 	reports int // report lines handed on
 }
+
+// endsInResult says whether the last complete line is a result (ok or
+// infeasible) that came after every report line.
+func (l *lastLine) endsInResult() bool { return l.result.Load() }
 
 func newLastLine(max int) *lastLine { return &lastLine{cur: lineBuf{max: max}} }
 
@@ -500,13 +544,15 @@ func (l *lastLine) Write(p []byte) (int, error) {
 func (l *lastLine) endLine() {
 	if l.report != nil && bytes.Contains(l.cur.buf, []byte(`"report"`)) {
 		if _, isReport, _ := reportLine(string(l.cur.buf)); isReport {
+			l.result.Store(false)
 			l.report(string(l.cur.buf))
 			l.reports++
 			l.cur.reset()
 			return
 		}
 	}
-	if len(bytes.TrimSpace(l.cur.buf)) > 0 {
+	if t := bytes.TrimSpace(l.cur.buf); len(t) > 0 {
+		l.result.Store(isResult(t, l.cur.n, l.cur.max))
 		l.last, l.cur.buf, l.lastN = l.cur.buf, l.last, l.cur.n
 	}
 	l.cur.reset()
@@ -517,6 +563,16 @@ func (l *lastLine) Reports() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.reports
+}
+
+// isResult says whether t, a trimmed line of n bytes (max kept), is a
+// result line: ok or infeasible.
+func isResult(t []byte, n, max int) bool {
+	if t[0] != '{' || n > max {
+		return false
+	}
+	s := ParseOutput(string(t)).Status
+	return s == schema.StatusOK || s == schema.StatusInfeasible
 }
 
 // Line is the last non-blank line, trimmed (at most max bytes of it), and

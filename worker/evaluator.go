@@ -51,6 +51,11 @@ type Progress struct {
 	Step    int64
 	Fitness float64
 	Metrics map[string]any
+	// Last says the training ended at Step: no report follows, and the
+	// early-stopping rule does not judge this one (schema.Report.Last).
+	// A last report may repeat the previous report's step, to say that
+	// report was the last.
+	Last bool
 }
 
 // Reporter takes an evaluation's intermediate reports. Report stores p
@@ -115,6 +120,37 @@ func Stopped(last Progress, reason string) Outcome {
 	}
 	m["stopped_at"] = last.Step
 	return Outcome{Status: schema.StatusStopped, Fitness: last.Fitness, Metrics: m, Error: reason}
+}
+
+// withMetricsOf adds to o the metrics of line, the result an evaluator
+// printed, that o lacks: a stopped design keeps what its evaluator said
+// of it besides its reports (whether it inherited its parent's weights,
+// say), while its reports' metrics, which go with its fitness, win.
+func withMetricsOf(o Outcome, line Outcome) Outcome {
+	if line.Status != schema.StatusOK || len(line.Metrics) == 0 {
+		return o
+	}
+	m := make(map[string]any, len(o.Metrics)+len(line.Metrics))
+	for k, v := range line.Metrics {
+		m[k] = v
+	}
+	for k, v := range o.Metrics {
+		m[k] = v
+	}
+	o.Metrics = m
+	return o
+}
+
+// finishedAt is the outcome of an evaluation whose last report, end, said
+// its training ended, but that printed no result (a stop reached it as it
+// ended, and it was killed before it printed one): the last report is its
+// result.
+func finishedAt(end Progress) Outcome {
+	m := make(map[string]any, len(end.Metrics))
+	for k, v := range end.Metrics {
+		m[k] = v
+	}
+	return Outcome{Status: schema.StatusOK, Fitness: end.Fitness, Metrics: m}
 }
 
 // Infeasible is the outcome of a design that cannot be evaluated.

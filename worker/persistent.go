@@ -179,7 +179,7 @@ func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome 
 				}
 				proc.answered, proc.last, proc.heard = proc.answered+1, t.Design.ID, true
 				if st.stopped {
-					return st.outcome(nil, "")
+					return withMetricsOf(st.outcome(nil, ""), out)
 				}
 				return out
 			}

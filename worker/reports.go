@@ -45,29 +45,51 @@ type reporter struct {
 	slot    int
 	msg     design
 
+	// end is the design's own end, from the run's MaxStepGene (hasEnd
+	// false when there is none): a report at or past it is the last.
+	end    float64
+	hasEnd bool
+
 	mu       sync.Mutex
 	lastStep int64
 	lastRung int64
+	ended    bool // the attempt made its last report
 	warned   bool
 	renewed  time.Time
 }
 
 func (w *Worker) newReporter(s *slotState, msg design, d *schema.Design, attempt int) *reporter {
-	return &reporter{w: w, log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}),
+	r := &reporter{w: w, log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}),
 		d: d, attempt: attempt, slot: s.index, msg: msg, lastStep: -1}
+	r.end, r.hasEnd = w.rule.End(d.Genome)
+	return r
 }
 
-// Report implements Reporter.
+// Report implements Reporter. A last report (the evaluator's, or one at
+// or past the design's own end) is stored and never asked about: the
+// rule does not judge a design that trained to its end.
 func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.check(p); err != nil {
-		r.warnOnce(err)
+	marks := p.Last && r.lastStep >= 0 && p.Step == r.lastStep // says the previous report was the last
+	switch {
+	case r.ended:
+		if !marks {
+			r.warnOnce(fmt.Errorf("report at step %d after the last one, at step %d", p.Step, r.lastStep))
+		}
 		return false, ""
+	case !marks:
+		if err := r.check(p); err != nil {
+			r.warnOnce(err)
+			return false, ""
+		}
 	}
-	r.lastStep = p.Step
+	if r.hasEnd && float64(p.Step) >= r.end {
+		p.Last = true
+	}
+	r.lastStep, r.ended = p.Step, p.Last
 	rep := &schema.Report{Run: r.d.Run, DesignID: r.d.ID, Seq: r.d.Seq, Retry: r.d.Retry, Attempt: r.attempt,
-		Step: p.Step, Fitness: p.Fitness, Metrics: p.Metrics, Worker: r.w.cfg.ID, Slot: r.slot, Time: time.Now()}
+		Step: p.Step, Fitness: p.Fitness, Metrics: p.Metrics, Worker: r.w.cfg.ID, Slot: r.slot, Time: time.Now(), Last: p.Last}
 	data, err := schema.EncodeReport(rep)
 	if err != nil {
 		r.warnOnce(fmt.Errorf("report at step %d cannot be encoded: %w", p.Step, err))
@@ -79,6 +101,9 @@ func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 		return false, ""
 	}
 	r.renew()
+	if p.Last {
+		return false, ""
+	}
 	rung, at := r.w.rule.RungAt(p.Step, r.lastRung)
 	if !at {
 		return false, ""
@@ -185,9 +210,10 @@ func (w *Worker) noteAskFailed(log logrus.FieldLogger, err error) {
 var reportLead = regexp.MustCompile(`^\{\s*"report"\s*:`)
 
 // reportLine parses an evaluator's report line,
-// {"report": {"step": 3, "fitness": 0.71, "metrics": {...}}}. isReport is
-// false for any other line; err says what is wrong with a line that means
-// to be a report.
+// {"report": {"step": 3, "fitness": 0.71, "metrics": {...}}}, with
+// "last": true in the report for the last one. isReport is false for any
+// other line; err says what is wrong with a line that means to be a
+// report.
 func reportLine(line string) (p Progress, isReport bool, err error) {
 	t := strings.TrimSpace(line)
 	if !strings.HasPrefix(t, "{") || !strings.Contains(t, `"report"`) {
@@ -198,6 +224,7 @@ func reportLine(line string) (p Progress, isReport bool, err error) {
 			Step    json.Number    `json:"step"`
 			Fitness *float64       `json:"fitness"`
 			Metrics map[string]any `json:"metrics"`
+			Last    bool           `json:"last"`
 		} `json:"report"`
 		Fitness, Infeasible, Error json.RawMessage
 	}
@@ -217,7 +244,7 @@ func reportLine(line string) (p Progress, isReport bool, err error) {
 	case e.Report.Fitness == nil:
 		return p, true, fmt.Errorf(`report has no "fitness": %q`, clip(t, 200))
 	}
-	return Progress{Step: step, Fitness: *e.Report.Fitness, Metrics: e.Report.Metrics}, true, nil
+	return Progress{Step: step, Fitness: *e.Report.Fitness, Metrics: e.Report.Metrics, Last: e.Report.Last}, true, nil
 }
 
 // stopAnswer is the line a persistent evaluator reads on its stdin after
@@ -246,9 +273,19 @@ type reportPump struct {
 	once  sync.Once
 
 	// Written by the pump's goroutine, read after done.
+	end pumpEnd
+}
+
+// pumpEnd is what an evaluation's reports said of its end.
+type pumpEnd struct {
+	// stopped: a report's answer was stop, at report last, for reason.
 	stopped bool
 	last    Progress
 	reason  string
+	// finished: the evaluator made its last report, end (Progress.Last):
+	// its training ended, whatever a stop that reached it meanwhile.
+	finished bool
+	end      Progress
 }
 
 func newReportPump(ctx context.Context, t Task, stop func()) *reportPump {
@@ -265,10 +302,17 @@ func (p *reportPump) run() {
 	defer close(p.done)
 	var warned bool
 	for l := range p.lines {
-		if p.stopped {
-			continue // it is being stopped: what it says now is not asked about
-		}
 		prog, _, err := reportLine(l)
+		if p.end.stopped {
+			// It is being stopped: what it reports now is not asked
+			// about, but a last report says it trained to its end
+			// before the stop reached it.
+			if err == nil && prog.Last && !p.end.finished {
+				p.t.Report(p.ctx, prog)
+				p.end.finished, p.end.end = true, prog
+			}
+			continue
+		}
 		if err != nil {
 			if !warned && p.t.Reports != nil {
 				warned = true
@@ -278,17 +322,20 @@ func (p *reportPump) run() {
 			}
 			continue
 		}
+		if prog.Last {
+			p.end.finished, p.end.end = true, prog
+		}
 		if stop, reason := p.t.Report(p.ctx, prog); stop {
-			p.stopped, p.last, p.reason = true, prog, reason
+			p.end.stopped, p.end.last, p.end.reason = true, prog, reason
 			p.stop()
 		}
 	}
 }
 
-// close waits for the reports queued to be handled and says whether one
-// stopped the evaluation, at which report and why.
-func (p *reportPump) close() (stopped bool, last Progress, reason string) {
+// close waits for the reports queued to be handled and says what they
+// said of the evaluation's end.
+func (p *reportPump) close() pumpEnd {
 	p.once.Do(func() { close(p.lines) })
 	<-p.done
-	return p.stopped, p.last, p.reason
+	return p.end
 }

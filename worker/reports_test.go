@@ -28,6 +28,8 @@ func TestReportLine(t *testing.T) {
 		{`{"report": {"step": 3, "fitness": 0.71, "metrics": {"loss": 0.5}}}`, true, "",
 			Progress{Step: 3, Fitness: 0.71, Metrics: map[string]any{"loss": 0.5}}},
 		{`  {"report":{"step":0,"fitness":1}}  `, true, "", Progress{Step: 0, Fitness: 1}},
+		{`{"report": {"step": 9, "fitness": 0.8, "last": true}}`, true, "", Progress{Step: 9, Fitness: 0.8, Last: true}},
+		{`{"report": {"step": 9, "fitness": 0.8, "last": "yes"}}`, true, "not valid JSON", Progress{}},
 		{`{"report": {"step": 1.5, "fitness": 0.7}}`, true, "not an integer", Progress{}},
 		{`{"report": {"step": 2}}`, true, `no "fitness"`, Progress{}},
 		{`{"report": {"step": 2, "fitness": NaN}}`, true, "not valid JSON", Progress{}},
@@ -52,25 +54,31 @@ func TestReportLine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Step != tt.want.Step || p.Fitness != tt.want.Fitness || len(p.Metrics) != len(tt.want.Metrics) {
+			if p.Step != tt.want.Step || p.Fitness != tt.want.Fitness || p.Last != tt.want.Last || len(p.Metrics) != len(tt.want.Metrics) {
 				t.Errorf("got %+v, want %+v", p, tt.want)
 			}
 		})
 	}
 }
 
-// fakeReporter records the reports it gets and stops at stopAt (0: never).
+// fakeReporter records the reports it gets and stops at the first at
+// stopAt (0: never), answering that one after delay.
 type fakeReporter struct {
-	mu     sync.Mutex
-	steps  []int64
-	stopAt int64
+	mu      sync.Mutex
+	steps   []int64
+	stopAt  int64
+	delay   time.Duration
+	stopped bool
 }
 
 func (f *fakeReporter) Report(_ context.Context, p Progress) (bool, string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.steps = append(f.steps, p.Step)
-	if f.stopAt > 0 && p.Step == f.stopAt {
+	stop := f.stopAt > 0 && p.Step == f.stopAt && !f.stopped
+	f.stopped = f.stopped || stop
+	f.mu.Unlock()
+	if stop {
+		time.Sleep(f.delay)
 		return true, "fake rule"
 	}
 	return false, ""
@@ -163,6 +171,9 @@ func TestPersistentReports(t *testing.T) {
 	out := p.Evaluate(ctx, task)
 	if out.Status != schema.StatusStopped || out.Fitness != 0.2 || out.Exit != nil {
 		t.Fatalf("outcome %+v, want stopped at 0.2, the process living on", out)
+	}
+	if out.Metrics["pid"] == nil || out.Metrics["stopped_at"] != int64(2) {
+		t.Errorf("stopped design's metrics %v, want the result line's pid kept beside stopped_at 2", out.Metrics)
 	}
 	rep2 := &fakeReporter{}
 	task2 := persistentTask(2, 0)

@@ -8,7 +8,9 @@ line, PyTorch imported once per slot).
 
 After every epoch it reports the validation accuracy, with the epoch
 (counted from 1) as the step and the last batch's training loss as a
-metric: {"report": {"step": 3, "fitness": 0.91, "metrics": {"loss": 0.2}}}.
+metric: {"report": {"step": 3, "fitness": 0.91, "metrics": {"loss": 0.2}}};
+the last epoch's report carries "last": true, so that evoq's early-stopping
+rule never stops a design at its own last epoch.
 When evoq's early-stopping rule stops the design, report() returns False
 and the training ends there. The result is {"fitness": <validation
 accuracy>, "metrics": {"params", "train_s", "device", "loss"}}, or
@@ -105,7 +107,8 @@ def evaluate(design, data, device):
     opt = opt_cls(model.parameters(), **kwargs)
     loss_fn = torch.nn.CrossEntropyLoss()
     batch, start = int(genome["batch"]), time.time()
-    for epoch in range(1, int(genome["epochs"]) + 1):
+    epochs = int(genome["epochs"])
+    for epoch in range(1, epochs + 1):
         model.train()
         perm = torch.randperm(len(xtr), device=device)
         for i in range(0, len(xtr), batch):
@@ -122,7 +125,9 @@ def evaluate(design, data, device):
         # the early-stopping rule should not rank a diverged curve.
         if not math.isfinite(acc) or not math.isfinite(last_loss):
             raise evoq_eval.Infeasible("training diverged")
-        if not evoq_eval.report(epoch, acc, loss=round(last_loss, 4)):
+        # The last epoch's report says so: a design that trained all its
+        # epochs is never stopped at a rung that falls on its last one.
+        if not evoq_eval.report(epoch, acc, last=epoch == epochs, loss=round(last_loss, 4)):
             break  # stopped: evoq keeps the last report; the result line is the helper's
     evoq_torch.save_model(model)  # False, saving nothing, when the run stores no checkpoints
     return acc, {"params": params, "train_s": round(time.time() - start, 3),

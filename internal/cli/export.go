@@ -454,8 +454,16 @@ func (c *exportCmd) exportReports(ctx context.Context, r *history.Reader, ri his
 
 // reportColumns are the reports export's columns before the metrics.
 // stream_seq, not seq as in the results export: a report's seq is its
-// design's.
-var reportColumns = []string{"stream_seq", "time", "design_id", "seq", "retry", "attempt", "step", "fitness", "worker", "slot"}
+// design's. last is "true" for an attempt's last report, else empty; one
+// that repeats its step only marks the row before as the last.
+var reportColumns = []string{"stream_seq", "time", "design_id", "seq", "retry", "attempt", "step", "fitness", "worker", "slot", "last"}
+
+func lastCell(last bool) string {
+	if last {
+		return "true"
+	}
+	return ""
+}
 
 func writeReportsCSV(w io.Writer, rows []reportRow) error {
 	ms := make([]map[string]any, len(rows))
@@ -475,7 +483,7 @@ func writeReportsCSV(w io.Writer, rows []reportRow) error {
 		r := row.rep
 		rec := []string{strconv.FormatUint(row.seq, 10), r.Time.UTC().Format(time.RFC3339Nano), r.DesignID,
 			strconv.FormatUint(r.Seq, 10), strconv.Itoa(r.Retry), strconv.Itoa(r.Attempt), strconv.FormatInt(r.Step, 10),
-			strconv.FormatFloat(r.Fitness, 'g', -1, 64), r.Worker, strconv.Itoa(r.Slot)}
+			strconv.FormatFloat(r.Fitness, 'g', -1, 64), r.Worker, strconv.Itoa(r.Slot), lastCell(r.Last)}
 		for _, m := range metrics {
 			rec = append(rec, cell(r.Metrics[m]))
 		}

@@ -189,7 +189,7 @@ type searchFlags struct {
 	errorRetries, quarantineAfter   int
 	failFast                        int
 	seed                            uint64
-	earlyStop                       string
+	earlyStop, maxStepGene          string
 	minStep, maxStep                int64
 	eta                             int
 	ackWait, progress, idleAlarm    time.Duration
@@ -228,6 +228,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.earlyStop, "early-stop", controller.RuleNone, "stop designs whose reports fall behind at a rung: none, median (below the median of the running means there) or asha (outside the top 1/eta there); fixed for the run")
 	fs.Int64Var(&s.minStep, "min-step", controller.MinStepDefault, "with --early-stop: the first rung, in the evaluator's report steps; the rungs are min-step times powers of --eta")
 	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
+	fs.StringVar(&s.maxStepGene, "max-step-gene", "", "with --early-stop: the gene that holds each design's own training length in report steps, such as epochs; a design's report at or past it is its last, never judged at a rung (fixed for the run)")
 	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
 	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
 	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
@@ -310,7 +311,7 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 // they mean nothing without a rule, and a restart compares the rule whole.
 func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error) {
 	if !isSet(fs, "early-stop") {
-		for _, name := range []string{"min-step", "max-step", "eta"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha", name)
 			}
@@ -323,13 +324,16 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 		return nil, usageErr("--early-stop %q: want none, median or asha", s.earlyStop)
 	}
 	if s.earlyStop == controller.RuleNone {
-		for _, name := range []string{"min-step", "max-step", "eta"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha, not none", name)
 			}
 		}
 	}
-	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta}, nil
+	if isSet(fs, "max-step-gene") && s.maxStepGene == "" {
+		return nil, usageErr("--max-step-gene '': name the gene that holds each design's training length, or leave the flag out")
+	}
+	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta, MaxStepGene: s.maxStepGene}, nil
 }
 
 // config builds the controller config from the flags given explicitly: a

@@ -252,7 +252,7 @@ func TestExportReports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"stream_seq", "time", "design_id", "seq", "retry", "attempt", "step", "fitness", "worker", "slot", "metric.epoch_s", "metric.loss"}
+		want := []string{"stream_seq", "time", "design_id", "seq", "retry", "attempt", "step", "fitness", "worker", "slot", "last", "metric.epoch_s", "metric.loss"}
 		if strings.Join(recs[0], ",") != strings.Join(want, ",") {
 			t.Fatalf("header %q, want %q", recs[0], want)
 		}
@@ -263,7 +263,7 @@ func TestExportReports(t *testing.T) {
 			r := sr.rep
 			wantRow := []string{strconv.FormatUint(sr.seq, 10), r.Time.UTC().Format(time.RFC3339Nano), r.DesignID, strconv.FormatUint(r.Seq, 10),
 				strconv.Itoa(r.Retry), "1", strconv.FormatInt(r.Step, 10), strconv.FormatFloat(r.Fitness, 'g', -1, 64), r.Worker,
-				strconv.Itoa(r.Slot), strconv.FormatInt(r.Step, 10), strconv.FormatFloat(1-r.Fitness, 'g', -1, 64)}
+				strconv.Itoa(r.Slot), lastCell(r.Last), strconv.FormatInt(r.Step, 10), strconv.FormatFloat(1-r.Fitness, 'g', -1, 64)}
 			if got := recs[i+1]; strings.Join(got, ",") != strings.Join(wantRow, ",") {
 				t.Fatalf("row %d\n got %q\nwant %q", i+1, got, wantRow)
 			}

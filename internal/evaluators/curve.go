@@ -93,7 +93,9 @@ func (s Sim) evaluateCurve(ctx context.Context, t worker.Task, d time.Duration) 
 		if !sleepCtx(ctx, stepTime(d, i, n)) {
 			return worker.Failed(ctx, ctx.Err())
 		}
-		last = worker.Progress{Step: int64(i + 1), Fitness: f, Metrics: curveMetrics(f)}
+		// The last step is marked so: the rule records it and judges
+		// nothing, as it does for every design that reached its end.
+		last = worker.Progress{Step: int64(i + 1), Fitness: f, Metrics: curveMetrics(f), Last: i == n-1}
 		if stop, reason := t.Report(ctx, last); stop {
 			return worker.Stopped(last, reason)
 		}

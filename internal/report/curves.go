@@ -212,6 +212,9 @@ func DescribeEarlyStop(e *schema.EarlyStop) string {
 	if e.MaxStep > 0 {
 		s += fmt.Sprintf("; full training at step %d", e.MaxStep)
 	}
+	if e.MaxStepGene != "" {
+		s += fmt.Sprintf("; each design's own end in its gene %s", e.MaxStepGene)
+	}
 	return s
 }
 
