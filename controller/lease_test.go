@@ -120,3 +120,57 @@ func TestLeaseDeadProcessAndRelease(t *testing.T) {
 		t.Fatalf("acquire after a release: %v", err)
 	}
 }
+
+// A reader tells a live controller from a dead one within a missed
+// renewal or two, not the lease's TTL: by the age of its last renewal on
+// the broker's clock, and at once on this host when its process is gone.
+func TestReadLease(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	kv := leases(t, bu)
+	if v, err := ReadLease(bu.ctx, bu.js, "r"); err != nil || v != nil {
+		t.Fatalf("ReadLease of a run nobody holds = %+v, %v; want nil", v, err)
+	}
+
+	l := newLease(kv, "r", time.Now(), bu.log)
+	l.me.Host = "node-a" // another host: only the renewals tell
+	if err := l.acquire(bu.ctx); err != nil {
+		t.Fatal(err)
+	}
+	keepCtx, stopKeeping := context.WithCancel(bu.ctx)
+	go l.keep(keepCtx, make(chan error, 1))
+	v, err := ReadLease(bu.ctx, bu.js, "r")
+	if err != nil || v == nil || !v.Live() || v.PIDGone {
+		t.Fatalf("ReadLease of a renewed lease = %+v, %v; want live", v, err)
+	}
+	stopKeeping() // killed: no more renewals, no release
+	stopped := time.Now()
+	deadline := time.Now().Add(broker.LeaseTTL)
+	for v.Live() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if v, err = ReadLease(bu.ctx, bu.js, "r"); err != nil || v == nil {
+			t.Fatalf("ReadLease = %+v, %v", v, err)
+		}
+	}
+	took := time.Since(stopped)
+	if v.Live() || took > LeaseFresh+LeaseRenew {
+		t.Fatalf("a lease unrenewed for %s reads live=%v (age %s); want not live within %s", took, v.Live(), v.Age, LeaseFresh+LeaseRenew)
+	}
+	if v.Renewed.After(stopped.Add(time.Second)) || v.Renewed.Before(stopped.Add(-2*LeaseRenew)) {
+		t.Errorf("last renewal read as %s; the renewals stopped at %s", v.Renewed, stopped)
+	}
+
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := newLease(kv, "s", time.Now(), bu.log)
+	dead.me.PID = gone.Process.Pid
+	if err := dead.acquire(bu.ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err = ReadLease(bu.ctx, bu.js, "s")
+	if err != nil || v == nil || !v.PIDGone || v.Live() {
+		t.Fatalf("ReadLease of a fresh lease whose process on this host is gone = %+v, %v; want pid gone, not live", v, err)
+	}
+}

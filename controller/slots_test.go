@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,5 +27,60 @@ func TestAlive(t *testing.T) {
 		if got := Alive(p, seen, seen.Add(tc.after)); got != tc.want {
 			t.Errorf("%s: Alive = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A heartbeat read from the bucket keeps the time it was stored: a
+// worker killed before the controller started is not live, does not add
+// to the slots seen at once and does not start the working time; an older
+// heartbeat read after a newer one arrived is dropped.
+func TestSlotTrackerStoredHeartbeats(t *testing.T) {
+	t.Parallel()
+	now := epoch.Add(time.Minute)
+	tr := newSlotTracker()
+	tr.putAt(presence("dead", 6, 6, time.Second, false), epoch, now)
+	if got := tr.live(now); got.slots != 0 || got.busy != 0 {
+		t.Errorf("a heartbeat stored a minute ago counts %+v live", got)
+	}
+	if tr.MaxLive() != 0 || !tr.FirstLive().IsZero() {
+		t.Errorf("MaxLive %d, FirstLive %v after a stale heartbeat; want 0 and none", tr.MaxLive(), tr.FirstLive())
+	}
+	tr.put(presence("w", 2, 1, time.Second, false), now)
+	tr.putAt(presence("w", 2, 0, time.Second, true), now.Add(-500*time.Millisecond), now)
+	if got := tr.live(now); got.slots != 2 || got.busy != 1 {
+		t.Errorf("live = %+v after an older leaving heartbeat read late; want the newer one's 2 slots, 1 busy", got)
+	}
+	if !tr.FirstLive().Equal(now) {
+		t.Errorf("FirstLive = %v, want %v", tr.FirstLive(), now)
+	}
+	// A stored heartbeat still current counts.
+	tr.putAt(presence("v", 3, 0, time.Second, false), now.Add(-time.Second), now)
+	if got := tr.live(now); got.slots != 5 {
+		t.Errorf("live slots = %d, want 5 with a heartbeat stored a second ago", got.slots)
+	}
+}
+
+// The closed spans are compacted without losing the most slots seen at
+// once.
+func TestSlotTrackerCompact(t *testing.T) {
+	t.Parallel()
+	tr := newSlotTracker()
+	at := epoch
+	// Five workers of 4 slots at once, then workers of 1 slot one after
+	// another, each killed (silent) before the next joins.
+	for i := range 5 {
+		tr.put(presence(fmt.Sprint("big", i), 4, 0, time.Second, false), at)
+	}
+	for i := range 3 * spansKeep {
+		at = at.Add(time.Minute)
+		tr.put(presence(fmt.Sprint("w", i), 1, 0, time.Second, false), at)
+		tr.put(presence(fmt.Sprint("w", i), 1, 0, time.Second, false), at.Add(time.Second))
+		tr.prune(at.Add(2 * time.Second))
+	}
+	if len(tr.spans) > 2*spansKeep {
+		t.Errorf("%d closed spans kept, want at most %d", len(tr.spans), 2*spansKeep)
+	}
+	if got := tr.MaxLive(); got != 20 {
+		t.Errorf("MaxLive = %d, want 20", got)
 	}
 }
