@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -231,12 +232,31 @@ func (l *lease) encode() []byte {
 }
 
 // processAlive reports whether a process with this pid runs on this host.
+// A zombie does not: a controller killed stays one until its parent (a
+// batch script, a shell) reaps it, and answers signal 0 meanwhile.
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !zombie(pid)
+}
+
+// zombie reports whether the process pid has ended and awaits its
+// parent's wait, where /proc says so (Linux); false where it cannot tell.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses, so the
+	// state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
 // LeaseFresh is how recently a controller must have renewed its lease to

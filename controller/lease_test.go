@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +173,31 @@ func TestReadLease(t *testing.T) {
 	v, err = ReadLease(bu.ctx, bu.js, "s")
 	if err != nil || v == nil || !v.PIDGone || v.Live() {
 		t.Fatalf("ReadLease of a fresh lease whose process on this host is gone = %+v, %v; want pid gone, not live", v, err)
+	}
+}
+
+// A process killed and not yet reaped by its parent is a zombie: it
+// answers signal 0, yet it is gone.
+func TestProcessAliveZombie(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !processAlive(pid) {
+		t.Fatal("a running process reads as gone")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: wait until the kernel has made it a zombie.
+	testutil.WaitFor(t, 10*time.Second, "the killed process to be a zombie", func() bool { return zombie(pid) })
+	if processAlive(pid) {
+		t.Error("a killed, unreaped process reads as alive")
+	}
+	_ = cmd.Wait()
+	if processAlive(pid) {
+		t.Error("a reaped process reads as alive")
 	}
 }

@@ -84,6 +84,7 @@ type runStatus struct {
 	// snapshot the run's live controller keeps in its lease, or
 	// "results", a count of the stored results.
 	CountedBy   string `json:"counted_by"`
+	leaseUnread bool
 	queueKnown  bool
 	perWorker   map[string]*workerStatus
 	quarantined []schema.QuarantinedSlot
@@ -189,7 +190,11 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, floor int) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
 		perWorker: map[string]*workerStatus{}}
-	lv, _ := controller.ReadLease(ctx, r.JS(), ri.ID)
+	lv, err := controller.ReadLease(ctx, r.JS(), ri.ID)
+	if err != nil {
+		st.leaseUnread = true
+		st.Problems = append(st.Problems, "the controller's lease not read (whether a controller runs the run is not known): "+err.Error())
+	}
 	st.readLease(lv)
 	var fig *controller.Figures
 	if st.useLease(lv, floor) {
@@ -263,7 +268,7 @@ func (st *runStatus) active() bool {
 // and says nothing of whether that controller still runs.
 func (st *runStatus) phaseText() string {
 	switch {
-	case !st.active() || st.ControllerLive:
+	case !st.active() || st.ControllerLive || st.leaseUnread:
 		return string(st.Phase)
 	case st.ControllerGone != nil:
 		return fmt.Sprintf("%s (controller gone since %s)", st.Phase, st.ControllerGone.Since.Local().Format(time.TimeOnly))
@@ -374,6 +379,10 @@ func (st *runStatus) finish(now time.Time) {
 	for i, w := range st.Workers {
 		st.Problems = append(st.Problems, w.faults...)
 		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
+	}
+	if st.active() && !st.ControllerLive && !st.leaseUnread {
+		// Idle slots follow: say why first, and what to do.
+		st.Problems = append(st.Problems, "no live controller: nothing publishes the run's designs; start the controller again with the same --run (and --dir) to continue it")
 	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
 	idle := controller.IdleWorkers(loads, controller.QueueFigures{Queued: st.Queued},
