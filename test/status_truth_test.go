@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // statusTruth is the part of `evoq status --json` these tests check.
