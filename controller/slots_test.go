@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -82,5 +85,55 @@ func TestSlotTrackerCompact(t *testing.T) {
 	}
 	if got := tr.MaxLive(); got != 20 {
 		t.Errorf("MaxLive = %d, want 20", got)
+	}
+}
+
+// A controller started after a worker was killed reads its last heartbeat
+// from the bucket with the time it was stored: the dead worker's slots are
+// neither live nor busy on any progress line, and the summary's slots does
+// not count them.
+func TestStoredHeartbeatOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	if err := broker.Declare(bu.ctx, bu.js); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := bu.js.KeyValue(bu.ctx, schema.PresenceBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run, interval = "dead", 200 * time.Millisecond
+	p := &schema.Presence{V: schema.Version, Run: run, Worker: "killed", Host: "node-a", Slots: 6, Busy: 6,
+		Started: time.Now(), Heartbeat: time.Now(), Interval: interval}
+	b, err := schema.EncodePresence(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(bu.ctx, schema.PresenceKey(run, p.Worker), b); err != nil {
+		t.Fatal(err)
+	}
+	// The worker dies with its heartbeat: let the heartbeat age past three
+	// intervals, as it does before a controller restarts.
+	time.Sleep(4 * interval)
+	var mu sync.Mutex
+	var progress []Progress
+	cfg := bu.config(run)
+	cfg.Budget, cfg.Init, cfg.Pool, cfg.Progress = 10, 2, 2, 10*time.Millisecond
+	cfg.OnProgress = func(p Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }
+	ctx, cancel := context.WithCancel(bu.ctx)
+	defer cancel()
+	done := bu.start(t, ctx, cfg)
+	bu.waitFor(t, "ten progress lines", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) >= 10 })
+	cancel()
+	o := bu.wait(t, done)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range progress {
+		if p.Slots != 0 || p.Busy != 0 || p.Workers != 0 {
+			t.Fatalf("progress with %d workers, %d slots, %d busy; the only heartbeat is a dead worker's", p.Workers, p.Slots, p.Busy)
+		}
+	}
+	if o.s != nil && o.s.Slots != 0 {
+		t.Errorf("summary slots %d; no slot was live", o.s.Slots)
 	}
 }
