@@ -35,6 +35,8 @@ type seenWorker struct {
 	// span is its live stretch so far: from the heartbeat that made it
 	// live to its latest, with the same usable slots.
 	span liveSpan
+	// joined: it has been live.
+	joined bool
 }
 
 // liveSpan is a stretch of time from one heartbeat to a later one when a
@@ -52,14 +54,15 @@ type liveCount struct {
 
 func newSlotTracker() *slotTracker { return &slotTracker{workers: map[string]*seenWorker{}} }
 
-// put records a heartbeat received now; it reports whether the worker is
-// new.
+// put records a heartbeat received now; it reports whether the worker
+// joined (see putAt).
 func (t *slotTracker) put(p *schema.Presence, now time.Time) bool { return t.putAt(p, now, now) }
 
 // putAt records a heartbeat stored at seen, read at now; it reports
-// whether the worker is new. A heartbeat older than the worker's latest
-// (one read from the bucket at start after a newer one arrived) is
-// dropped.
+// whether the worker joined: it is live for the first time. A heartbeat
+// older than the worker's latest (one read from the bucket at start after
+// a newer one arrived) is dropped, and a worker whose stored heartbeat is
+// no longer current has not joined.
 func (t *slotTracker) putAt(p *schema.Presence, seen, now time.Time) bool {
 	seen = minTime(seen, now)
 	w, ok := t.workers[p.Worker]
@@ -78,7 +81,9 @@ func (t *slotTracker) putAt(p *schema.Presence, seen, now time.Time) bool {
 	if t.firstLive.IsZero() && t.live(now).slots > 0 {
 		t.firstLive = now
 	}
-	return !ok
+	joined := !w.joined && w.alive(now)
+	w.joined = w.joined || joined
+	return joined
 }
 
 // extend stretches w's live span to its latest heartbeat, or starts a new

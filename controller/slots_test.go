@@ -41,7 +41,9 @@ func TestSlotTrackerStoredHeartbeats(t *testing.T) {
 	t.Parallel()
 	now := epoch.Add(time.Minute)
 	tr := newSlotTracker()
-	tr.putAt(presence("dead", 6, 6, time.Second, false), epoch, now)
+	if tr.putAt(presence("dead", 6, 6, time.Second, false), epoch, now) {
+		t.Error("a worker whose only heartbeat is a minute old joined")
+	}
 	if got := tr.live(now); got.slots != 0 || got.busy != 0 {
 		t.Errorf("a heartbeat stored a minute ago counts %+v live", got)
 	}
