@@ -774,8 +774,19 @@ func TestSlotTracker(t *testing.T) {
 			nil, time.Second, liveCount{workers: 2, slots: 10, busy: 7}, 10},
 		{"a heartbeat updates the worker", []put{{presence("a", 4, 1, time.Second, false), 0}, {presence("a", 4, 3, time.Second, false), time.Second}},
 			nil, time.Second, liveCount{workers: 1, slots: 4, busy: 3}, 4},
+		// a is live until 3 s by its last heartbeat, but its last
+		// heartbeat came at 0: it is not counted beside b, whose first
+		// came at 2 s.
 		{"stale after three intervals", []put{{presence("a", 4, 0, time.Second, false), 0}, {presence("b", 2, 0, time.Second, false), 2 * time.Second}},
-			nil, 3 * time.Second, liveCount{workers: 1, slots: 2}, 6},
+			nil, 3 * time.Second, liveCount{workers: 1, slots: 2}, 4},
+		{"a killed worker and its replacement", []put{
+			{presence("a", 4, 4, time.Second, false), 0}, {presence("a", 4, 4, time.Second, false), time.Second},
+			{presence("b", 4, 0, time.Second, false), 1500 * time.Millisecond}, {presence("b", 4, 4, time.Second, false), 2500 * time.Millisecond}},
+			nil, 2500 * time.Millisecond, liveCount{workers: 2, slots: 8, busy: 8}, 4},
+		{"heartbeats overlapping", []put{
+			{presence("a", 4, 0, time.Second, false), 0}, {presence("b", 2, 0, time.Second, false), 500 * time.Millisecond},
+			{presence("a", 4, 0, time.Second, false), time.Second}},
+			nil, time.Second, liveCount{workers: 2, slots: 6}, 6},
 		{"a leaving worker is not live", []put{{presence("a", 4, 0, time.Second, false), 0}, {presence("a", 4, 0, time.Second, true), time.Second}},
 			nil, time.Second, liveCount{}, 4},
 		{"removed", []put{{presence("a", 4, 0, time.Second, false), 0}, {presence("b", 2, 0, time.Second, false), 0}},
@@ -858,7 +869,7 @@ func TestSummary(t *testing.T) {
 	now := epoch.Add(20 * time.Second)
 	c := offline(t, Config{Budget: 10, Init: 2, Pool: 2, Now: func() time.Time { return now }})
 	c.liveSince = epoch
-	c.slots.put(presence("w", 2, 0, time.Hour, false), now)
+	c.slots.put(presence("w", 2, 0, time.Hour, false), epoch)
 	evals := []struct {
 		status  schema.Status
 		fitness float64

@@ -355,7 +355,7 @@ func TestFoldReplay(t *testing.T) {
 				t.Errorf("best %s (%v) vs %s: a duplicate's fitness must not count",
 					a.Best().Design.ID, a.Best().Fitness, b.Best().Design.ID)
 			}
-			if a.Stats().GapQuantile(0.5) != b.Stats().GapQuantile(0.5) || a.Stats().Utilization(4) != b.Stats().Utilization(4) {
+			if a.Stats().GapQuantile(0.5) != b.Stats().GapQuantile(0.5) || a.Stats().Utilization() != b.Stats().Utilization() {
 				t.Error("replayed statistics differ")
 			}
 			// A different order of the same results gives a different pool.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,5 +119,85 @@ func TestLeaseDeadProcessAndRelease(t *testing.T) {
 	last.me.Host = "node-b"
 	if err := last.acquire(ctx); err != nil {
 		t.Fatalf("acquire after a release: %v", err)
+	}
+}
+
+// A reader tells a live controller from a dead one within a missed
+// renewal or two, not the lease's TTL: by the age of its last renewal on
+// the broker's clock, and at once on this host when its process is gone.
+func TestReadLease(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	kv := leases(t, bu)
+	if v, err := ReadLease(bu.ctx, bu.js, "r"); err != nil || v != nil {
+		t.Fatalf("ReadLease of a run nobody holds = %+v, %v; want nil", v, err)
+	}
+
+	l := newLease(kv, "r", time.Now(), bu.log)
+	l.me.Host = "node-a" // another host: only the renewals tell
+	if err := l.acquire(bu.ctx); err != nil {
+		t.Fatal(err)
+	}
+	keepCtx, stopKeeping := context.WithCancel(bu.ctx)
+	go l.keep(keepCtx, make(chan error, 1))
+	v, err := ReadLease(bu.ctx, bu.js, "r")
+	if err != nil || v == nil || !v.Live() || v.PIDGone {
+		t.Fatalf("ReadLease of a renewed lease = %+v, %v; want live", v, err)
+	}
+	stopKeeping() // killed: no more renewals, no release
+	stopped := time.Now()
+	deadline := time.Now().Add(broker.LeaseTTL)
+	for v.Live() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if v, err = ReadLease(bu.ctx, bu.js, "r"); err != nil || v == nil {
+			t.Fatalf("ReadLease = %+v, %v", v, err)
+		}
+	}
+	took := time.Since(stopped)
+	if v.Live() || took > LeaseFresh+LeaseRenew {
+		t.Fatalf("a lease unrenewed for %s reads live=%v (age %s); want not live within %s", took, v.Live(), v.Age, LeaseFresh+LeaseRenew)
+	}
+	if v.Renewed.After(stopped.Add(time.Second)) || v.Renewed.Before(stopped.Add(-2*LeaseRenew)) {
+		t.Errorf("last renewal read as %s; the renewals stopped at %s", v.Renewed, stopped)
+	}
+
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := newLease(kv, "s", time.Now(), bu.log)
+	dead.me.PID = gone.Process.Pid
+	if err := dead.acquire(bu.ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err = ReadLease(bu.ctx, bu.js, "s")
+	if err != nil || v == nil || !v.PIDGone || v.Live() {
+		t.Fatalf("ReadLease of a fresh lease whose process on this host is gone = %+v, %v; want pid gone, not live", v, err)
+	}
+}
+
+// A process killed and not yet reaped by its parent is a zombie: it
+// answers signal 0, yet it is gone.
+func TestProcessAliveZombie(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !processAlive(pid) {
+		t.Fatal("a running process reads as gone")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: wait until the kernel has made it a zombie.
+	testutil.WaitFor(t, 10*time.Second, "the killed process to be a zombie", func() bool { return zombie(pid) })
+	if processAlive(pid) {
+		t.Error("a killed, unreaped process reads as alive")
+	}
+	_ = cmd.Wait()
+	if processAlive(pid) {
+		t.Error("a reaped process reads as alive")
 	}
 }

@@ -484,7 +484,7 @@ func (c *Controller) onPresence(ctx context.Context, ev presenceEvent) {
 	if ev.p == nil {
 		c.slots.remove(ev.worker)
 	} else {
-		if c.slots.put(ev.p, c.cfg.Now()) {
+		if c.slots.putAt(ev.p, ev.stored(c.cfg.Now()), c.cfg.Now()) {
 			c.log.WithFields(logrus.Fields{"worker": ev.worker, "host": ev.p.Host, "slots": ev.p.Slots}).Info("worker joined")
 		}
 		c.checkControl(ev.worker, ev.p)
@@ -596,7 +596,7 @@ type Progress struct {
 	Stopped   int
 	EarlyStop bool
 	Best      *float64
-	Rate      float64       // evaluations this controller counted, per second since liveSince
+	Rate      float64       // evaluations this controller counted, per second since a slot was first live (see workTime)
 	ETA       time.Duration // at that rate; 0 when unknown
 }
 
@@ -611,10 +611,8 @@ func (c *Controller) Progress() Progress {
 	if b := c.fold.Best(); b != nil {
 		p.Best = &b.Fitness
 	}
-	if !c.liveSince.IsZero() {
-		if el := now.Sub(c.liveSince).Seconds(); el > 0 {
-			p.Rate = float64(p.Evaluations-c.replayed) / el
-		}
+	if wall, wait, ok := c.workTime(now); ok && wall > wait {
+		p.Rate = float64(p.Evaluations-c.replayed) / (wall - wait).Seconds()
 	}
 	if p.Rate > 0 {
 		p.ETA = time.Duration(float64(p.Budget-p.Evaluations) / p.Rate * float64(time.Second))

@@ -17,9 +17,15 @@ type Stats struct {
 	busy        time.Duration
 	recent      []interval // the latest results, to clip busy time at lastStart
 	next        int
-	slotsUsed   map[slotKey]time.Time // each slot's first start
+	slotsUsed   map[slotKey]*slotSpan
 	gaps        histogram
 }
+
+// slotSpan is a slot's life as its results show it: its first design's
+// start and its last design's stop. A worker killed and started again
+// comes back under another ID, so its slots are new slots with spans of
+// their own, and a dead slot stops counting at its last result.
+type slotSpan struct{ first, last time.Time }
 
 type interval struct{ start, stop time.Time }
 
@@ -36,7 +42,7 @@ const recentKeep = 1 << 16
 
 // NewStats returns empty statistics.
 func NewStats() *Stats {
-	return &Stats{slotsUsed: map[slotKey]time.Time{}, recent: make([]interval, 0, 256)}
+	return &Stats{slotsUsed: map[slotKey]*slotSpan{}, recent: make([]interval, 0, 256)}
 }
 
 // Add records one counted result. Lost results have no timing.
@@ -53,8 +59,11 @@ func (s *Stats) Add(r *schema.Result) {
 	}
 	s.busy += r.Stop.Sub(r.Start)
 	k := slotKey{r.Worker, r.Slot}
-	if first, ok := s.slotsUsed[k]; !ok || r.Start.Before(first) {
-		s.slotsUsed[k] = r.Start
+	switch sp := s.slotsUsed[k]; {
+	case sp == nil:
+		s.slotsUsed[k] = &slotSpan{first: r.Start, last: r.Stop}
+	default:
+		sp.first, sp.last = minTime(sp.first, r.Start), maxTime(sp.last, r.Stop)
 	}
 	s.remember(interval{r.Start, r.Stop})
 	if r.Gap >= 0 {
@@ -83,10 +92,16 @@ func (s *Stats) SlotsUsed() int { return len(s.slotsUsed) }
 // the moment the last design was handed to a slot.
 func (s *Stats) Window() time.Duration { return s.lastStart.Sub(s.firstStart) }
 
-// Utilization is busy slot-time within the window over slots × window.
-func (s *Stats) Utilization(slots int) float64 {
-	w := s.Window()
-	if w <= 0 || slots < 1 {
+// Utilization is the busy slot-time within the window over the slot-time
+// the slots were live in it. A slot is live from its worker's first
+// design's start (its worker was there and fed) to its own last design's
+// stop; so a worker killed, or started late, counts for the time it was
+// there, not for the whole window, and the figure comes from the results
+// alone: a replay of the results stream gives the same. A slot that never
+// evaluated is not in it: SlotsUsed against the live slots shows those.
+func (s *Stats) Utilization() float64 {
+	live := s.liveTime()
+	if live <= 0 {
 		return 0
 	}
 	busy := s.busy
@@ -95,29 +110,91 @@ func (s *Stats) Utilization(slots int) float64 {
 			busy -= iv.stop.Sub(maxTime(iv.start, s.lastStart))
 		}
 	}
-	return busy.Seconds() / (float64(slots) * w.Seconds())
+	return busy.Seconds() / live.Seconds()
 }
 
-// BeforeFirst is the share of slots × window that the slots spent before
-// their first design: what Utilization lacks of 1 through the start (the
-// designs handed out one slot after another) rather than between designs.
-// A slot that never evaluated is counted for the whole window.
-func (s *Stats) BeforeFirst(slots int) float64 {
-	w := s.Window()
-	if w <= 0 || slots < 1 {
+// BeforeFirst is the share of the slot-time in Utilization that slots
+// spent before their first design (a worker's slots get their first
+// designs one after another), rather than between designs: what
+// Utilization lacks of 1 through the start.
+func (s *Stats) BeforeFirst() float64 {
+	live := s.liveTime()
+	if live <= 0 {
 		return 0
 	}
+	joined := s.workersFirst()
 	var before time.Duration
-	for _, first := range s.slotsUsed {
-		before += first.Sub(s.firstStart)
+	for k, sp := range s.slotsUsed {
+		before += max(minTime(sp.first, s.lastStart).Sub(joined[k.worker]), 0)
 	}
-	before += time.Duration(max(slots-len(s.slotsUsed), 0)) * w
-	return before.Seconds() / (float64(slots) * w.Seconds())
+	return before.Seconds() / live.Seconds()
+}
+
+// liveTime is the slot-time the slots were live within the window: each
+// from its worker's first start to its own last stop, up to the window's
+// end.
+func (s *Stats) liveTime() time.Duration {
+	if s.Window() <= 0 {
+		return 0
+	}
+	joined := s.workersFirst()
+	var live time.Duration
+	for k, sp := range s.slotsUsed {
+		live += max(minTime(sp.last, s.lastStart).Sub(joined[k.worker]), 0)
+	}
+	return live
+}
+
+// workersFirst is each worker's first design's start.
+func (s *Stats) workersFirst() map[string]time.Time {
+	out := map[string]time.Time{}
+	for k, sp := range s.slotsUsed {
+		if f, ok := out[k.worker]; !ok || sp.first.Before(f) {
+			out[k.worker] = sp.first
+		}
+	}
+	return out
+}
+
+// MaxSlots is the largest number of slots live at once by their results:
+// each from its worker's first start to its own last stop. Slots of a
+// killed worker end before those of its replacement begin, so it never
+// counts more slots than existed at once.
+func (s *Stats) MaxSlots() int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	joined := s.workersFirst()
+	edges := make([]edge, 0, 2*len(s.slotsUsed))
+	for k, sp := range s.slotsUsed {
+		edges = append(edges, edge{joined[k.worker], 1}, edge{sp.last, -1})
+	}
+	// A slot that ends as another begins does not overlap it.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.d - b.d
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
 }
 
 // GapQuantile is the q-quantile of the time from storing one result to
 // starting the next design on the same slot.
 func (s *Stats) GapQuantile(q float64) time.Duration { return s.gaps.quantile(q) }
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {

@@ -57,19 +57,20 @@ func TestUtilization(t *testing.T) {
 	tests := []struct {
 		name       string
 		stats      *Stats
-		slots      int
 		want       float64
 		wantWindow time.Duration
 	}{
 		{
 			name:  "2 slots fully busy",
 			stats: statsOf(back2back("a", 0, 10, 1), back2back("a", 1, 10, 1)),
-			slots: 2, want: 1, wantWindow: 9 * time.Second,
+			want:  1, wantWindow: 9 * time.Second,
 		},
 		{
-			name:  "one of 2 slots idle",
+			// Live slots that never evaluated are not in the results:
+			// slots_used against slots shows them.
+			name:  "a slot that never evaluated is not counted",
 			stats: statsOf(back2back("a", 0, 10, 1)),
-			slots: 2, want: 0.5, wantWindow: 9 * time.Second,
+			want:  1, wantWindow: 9 * time.Second,
 		},
 		{
 			name: "half of each slot idle",
@@ -78,7 +79,7 @@ func TestUtilization(t *testing.T) {
 				[]eval{{worker: "b", start: 0, stop: 1}, {worker: "b", start: 2, stop: 3}, {worker: "b", start: 4, stop: 5}},
 			),
 			// window 0..4: each slot busy 0..1 and 2..3 inside it.
-			slots: 2, want: 0.5, wantWindow: 4 * time.Second,
+			want: 0.5, wantWindow: 4 * time.Second,
 		},
 		{
 			name: "an evaluation running past the last start is clipped",
@@ -87,14 +88,14 @@ func TestUtilization(t *testing.T) {
 				{worker: "a", slot: 1, start: 0, stop: 2}, {worker: "a", slot: 1, start: 2, stop: 4},
 			}),
 			// window 0..2: slot 0 busy 2 of it (not 100), slot 1 busy 2.
-			slots: 2, want: 1, wantWindow: 2 * time.Second,
+			want: 1, wantWindow: 2 * time.Second,
 		},
 		{
 			name: "the last evaluation counts only up to its own start",
 			stats: statsOf([]eval{
 				{worker: "a", start: 0, stop: 1}, {worker: "a", start: 3, stop: 1000},
 			}),
-			slots: 1, want: 1.0 / 3, wantWindow: 3 * time.Second,
+			want: 1.0 / 3, wantWindow: 3 * time.Second,
 		},
 		{
 			name: "results out of order",
@@ -102,34 +103,47 @@ func TestUtilization(t *testing.T) {
 				{worker: "a", slot: 0, start: 4, stop: 6}, {worker: "a", slot: 1, start: 0, stop: 4},
 				{worker: "a", slot: 0, start: 0, stop: 4}, {worker: "a", slot: 1, start: 4, stop: 5},
 			}),
-			slots: 2, want: 1, wantWindow: 4 * time.Second,
+			want: 1, wantWindow: 4 * time.Second,
 		},
 		{
-			name:  "more live slots than used",
-			stats: statsOf(back2back("a", 0, 5, 2), back2back("b", 0, 5, 2)),
-			slots: 8, want: 0.25, wantWindow: 8 * time.Second,
+			// a is killed after its result at 6; its replacement b, a
+			// new worker ID, starts at 7: each counts for its own life,
+			// and the second between is nobody's.
+			name: "a killed worker and its replacement",
+			stats: statsOf(back2back("a", 0, 3, 2), []eval{
+				{worker: "b", start: 7, stop: 9}, {worker: "b", start: 9, stop: 11}, {worker: "b", start: 11, stop: 13},
+			}),
+			want: 1, wantWindow: 11 * time.Second,
+		},
+		{
+			// a's slots 0 and 1 are busy 0..10; a dies, b's two slots
+			// evaluate 10..20 with a second's gap between designs: the
+			// divisor is two slots throughout, not four.
+			name: "replacements do not add to the divisor",
+			stats: statsOf(back2back("a", 0, 5, 2), back2back("a", 1, 5, 2), []eval{
+				{worker: "b", slot: 0, start: 10, stop: 12}, {worker: "b", slot: 0, start: 13, stop: 15}, {worker: "b", slot: 0, start: 16, stop: 18}, {worker: "b", slot: 0, start: 19, stop: 21},
+				{worker: "b", slot: 1, start: 10, stop: 12}, {worker: "b", slot: 1, start: 13, stop: 15}, {worker: "b", slot: 1, start: 16, stop: 18}, {worker: "b", slot: 1, start: 19, stop: 21},
+			}),
+			// window 0..19: a's slots 10 s each, all busy; b's 9 s each,
+			// busy 6 of them.
+			want: (20.0 + 12) / (20 + 18), wantWindow: 19 * time.Second,
 		},
 		{
 			name: "lost results are ignored",
 			stats: statsOf(back2back("a", 0, 5, 1), []eval{
 				{status: schema.StatusLost}, {status: schema.StatusLost},
 			}),
-			slots: 1, want: 1, wantWindow: 4 * time.Second,
+			want: 1, wantWindow: 4 * time.Second,
 		},
 		{
 			name:  "no window: one evaluation",
 			stats: statsOf([]eval{{worker: "a", start: 0, stop: 5}}),
-			slots: 1, want: 0, wantWindow: 0,
-		},
-		{
-			name:  "no slots",
-			stats: statsOf(back2back("a", 0, 5, 1)),
-			slots: 0, want: 0, wantWindow: 4 * time.Second,
+			want:  0, wantWindow: 0,
 		},
 		{
 			name:  "empty",
 			stats: NewStats(),
-			slots: 4, want: 0, wantWindow: 0,
+			want:  0, wantWindow: 0,
 		},
 	}
 	for _, tt := range tests {
@@ -138,8 +152,8 @@ func TestUtilization(t *testing.T) {
 			if got := tt.stats.Window(); got != tt.wantWindow {
 				t.Errorf("Window = %v, want %v", got, tt.wantWindow)
 			}
-			if got := tt.stats.Utilization(tt.slots); math.Abs(got-tt.want) > 1e-9 {
-				t.Errorf("Utilization(%d) = %.6f, want %.6f", tt.slots, got, tt.want)
+			if got := tt.stats.Utilization(); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("Utilization = %.6f, want %.6f", got, tt.want)
 			}
 		})
 	}
@@ -159,51 +173,90 @@ func TestBeforeFirst(t *testing.T) {
 	tests := []struct {
 		name              string
 		stats             *Stats
-		slots             int
 		util, beforeFirst float64
 	}{
 		{
 			// window 0..9: slot 0 busy all of it, slot 1 from 4.
 			name:  "a slot that starts late",
 			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 4, 10)),
-			slots: 2, util: 14.0 / 18, beforeFirst: 4.0 / 18,
+			util:  14.0 / 18, beforeFirst: 4.0 / 18,
 		},
 		{
 			name:  "results out of order",
 			stats: statsOf(late("a", 1, 7, 10), late("a", 0, 0, 10), late("a", 1, 4, 7)),
-			slots: 2, util: 14.0 / 18, beforeFirst: 4.0 / 18,
+			util:  14.0 / 18, beforeFirst: 4.0 / 18,
 		},
 		{
-			name:  "a live slot that never evaluated waits the whole window",
-			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 4, 10)),
-			slots: 3, util: 14.0 / 27, beforeFirst: 13.0 / 27,
+			// b joins at 4: its slot counts from its own worker's first
+			// design, not from the window's start.
+			name:  "a worker that joins late",
+			stats: statsOf(late("a", 0, 0, 10), late("b", 0, 4, 10)),
+			util:  1, beforeFirst: 0,
 		},
 		{
 			// slot 1 starts at 2, then idles 5..7: 2 s before its first
 			// design, 2 s between designs.
 			name:  "waiting before the first design and between designs",
 			stats: statsOf(late("a", 0, 0, 10), late("a", 1, 2, 5), late("a", 1, 7, 10)),
-			slots: 2, util: 14.0 / 18, beforeFirst: 2.0 / 18,
+			util:  14.0 / 18, beforeFirst: 2.0 / 18,
 		},
 		{
 			name:  "every slot starts at once",
 			stats: statsOf(late("a", 0, 0, 10), late("b", 0, 0, 10)),
-			slots: 2, util: 1, beforeFirst: 0,
+			util:  1, beforeFirst: 0,
 		},
 		{
 			name:  "no window",
 			stats: statsOf([]eval{{worker: "a", start: 0, stop: 5}}),
-			slots: 2, util: 0, beforeFirst: 0,
+			util:  0, beforeFirst: 0,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := tt.stats.Utilization(tt.slots); math.Abs(got-tt.util) > 1e-9 {
-				t.Errorf("Utilization(%d) = %.6f, want %.6f", tt.slots, got, tt.util)
+			if got := tt.stats.Utilization(); math.Abs(got-tt.util) > 1e-9 {
+				t.Errorf("Utilization = %.6f, want %.6f", got, tt.util)
 			}
-			if got := tt.stats.BeforeFirst(tt.slots); math.Abs(got-tt.beforeFirst) > 1e-9 {
-				t.Errorf("BeforeFirst(%d) = %.6f, want %.6f", tt.slots, got, tt.beforeFirst)
+			if got := tt.stats.BeforeFirst(); math.Abs(got-tt.beforeFirst) > 1e-9 {
+				t.Errorf("BeforeFirst = %.6f, want %.6f", got, tt.beforeFirst)
+			}
+		})
+	}
+}
+
+// TestMaxSlots counts the slots live at once by the results: each from its
+// worker's first design to its own last.
+func TestMaxSlots(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		stats *Stats
+		want  int
+	}{
+		{"one worker of two slots", statsOf(back2back("a", 0, 5, 1), back2back("a", 1, 5, 1)), 2},
+		{
+			"a killed worker and its replacement never overlap",
+			statsOf(back2back("a", 0, 3, 2), back2back("a", 1, 3, 2), []eval{
+				{worker: "b", slot: 0, start: 7, stop: 9}, {worker: "b", slot: 1, start: 7.5, stop: 9},
+			}), 2,
+		},
+		{
+			"a replacement whose first design starts as the last one stops",
+			statsOf([]eval{{worker: "a", start: 0, stop: 2}, {worker: "b", start: 2, stop: 4}}), 1,
+		},
+		{
+			// a's slot 1 counts from a's first design, at 0.
+			"a slot counts from its worker's first design",
+			statsOf([]eval{{worker: "a", slot: 0, start: 0, stop: 10}, {worker: "a", slot: 1, start: 5, stop: 10},
+				{worker: "b", start: 1, stop: 3}}), 3,
+		},
+		{"none", NewStats(), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.stats.MaxSlots(); got != tt.want {
+				t.Errorf("MaxSlots = %d, want %d", got, tt.want)
 			}
 		})
 	}
@@ -222,7 +275,7 @@ func TestUtilizationManySlots(t *testing.T) {
 			s.Add(eval{worker: "w", slot: slot, start: start, stop: start + 0.8, gap: 200 * time.Millisecond}.result())
 		}
 	}
-	if got := s.Utilization(slots); math.Abs(got-0.8) > 0.01 {
+	if got := s.Utilization(); math.Abs(got-0.8) > 0.01 {
 		t.Errorf("Utilization = %.4f, want 0.80 ± 0.01", got)
 	}
 	if got := s.SlotsUsed(); got != slots {
@@ -366,7 +419,7 @@ func TestStatsRing(t *testing.T) {
 		t.Errorf("ring holds %d, want %d", len(s.recent), recentKeep)
 	}
 	// window 0..n-1 on 2 slots: slot 0 busy throughout, slot 1 not at all.
-	if got := s.Utilization(2); math.Abs(got-0.5) > 1e-9 {
+	if got := s.Utilization(); math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("Utilization = %.6f, want 0.5", got)
 	}
 }
@@ -390,7 +443,7 @@ func TestStatsRingManySlots(t *testing.T) {
 	if len(s.recent) < slots {
 		t.Errorf("ring holds %d, want at least the %d slots", len(s.recent), slots)
 	}
-	if got := s.Utilization(slots); math.Abs(got-1) > 1e-9 {
+	if got := s.Utilization(); math.Abs(got-1) > 1e-9 {
 		t.Errorf("Utilization = %.6f, want 1", got)
 	}
 }

@@ -36,20 +36,32 @@ type Summary struct {
 	// WallS is this controller's own time: from its first design
 	// published, or, when it resumed a run that already had designs
 	// published, from the end of its replay, to the summary (for a run
-	// done, its last result). EvalsPerS is the evaluations this controller
-	// counted itself over WallS; results replayed after a restart count in
-	// Evaluations, not here. So after a restart both describe this
+	// done, its last result). WaitFirstSlotS is the part of it before a
+	// slot was first live (workers that join late). EvalsPerS is the
+	// evaluations this controller counted itself over its working time,
+	// WallS less WaitFirstSlotS: evaluations per second of work, not of
+	// waiting for workers. Results replayed after a restart count in
+	// Evaluations, not here. So after a restart these describe this
 	// controller's share of the run, its throughput unmixed with the time
 	// no controller ran; `evoq report` shows the run's whole span.
-	WallS     float64 `json:"wall_s"`
-	EvalsPerS float64 `json:"evals_per_s"`
-	// Slots is the largest number of live slots seen at once.
-	Slots      int     `json:"slots"`
-	SlotsUsed  int     `json:"slots_used"`
+	WallS          float64 `json:"wall_s"`
+	WaitFirstSlotS float64 `json:"wait_first_slot_s"`
+	EvalsPerS      float64 `json:"evals_per_s"`
+	// Slots is the largest number of slots live at once: by their
+	// workers' heartbeats while this controller ran, each worker from the
+	// heartbeat that made it live to its last, or by the results (each
+	// slot from its worker's first design to its own last), whichever is
+	// more. SlotsUsed is the slots that evaluated a counted design in the
+	// run: a worker started again has a new ID, so its slots count again.
+	Slots     int `json:"slots"`
+	SlotsUsed int `json:"slots_used"`
+	// UtilSteady is the busy slot-time over the slot-time slots were
+	// live, within the steady-state window, all from the results (see
+	// Stats.Utilization): `evoq replay` gives the same.
 	UtilSteady float64 `json:"util_steady"`
-	// IdleBeforeFirst is the share of the slot-time in util_steady's
-	// window that slots spent waiting for their first design; the rest of
-	// what util_steady lacks of 1 is spent between designs.
+	// IdleBeforeFirst is the share of util_steady's slot-time that slots
+	// spent waiting for their first design; the rest of what util_steady
+	// lacks of 1 is spent between designs.
 	IdleBeforeFirst float64 `json:"idle_before_first"`
 	GapP50Ms        float64 `json:"gap_p50_ms"`
 	GapP99Ms        float64 `json:"gap_p99_ms"`
@@ -173,18 +185,13 @@ func (c *Controller) Summary() *Summary {
 		Run: c.cfg.Run, Evaluations: f.Terminal(),
 		OK: f.Count(schema.StatusOK), Infeasible: f.Count(schema.StatusInfeasible),
 		Error: f.Count(schema.StatusError), Timeout: f.Count(schema.StatusTimeout), Lost: f.Count(schema.StatusLost),
-		Stopped: f.Count(schema.StatusStopped),
-		Slots:   c.slots.MaxLive(), SlotsUsed: st.SlotsUsed(),
+		Stopped:  f.Count(schema.StatusStopped),
+		Slots:    max(c.slots.MaxLive(), st.MaxSlots()),
 		GapP50Ms: ms(st.GapQuantile(0.5)), GapP99Ms: ms(st.GapQuantile(0.99)),
 		PoolSize: f.Pool().Len(), PoolDigest: f.Pool().Digest(),
 		Warnings: append([]string{}, c.warnings...),
 	}
-	// A slot that evaluated was live: the largest live count seen can be
-	// short of it when heartbeats come late (a loaded broker), and
-	// utilization over too few slots would pass 1.
-	slots := max(s.Slots, s.SlotsUsed)
-	s.UtilSteady = round(st.Utilization(slots), 4)
-	s.IdleBeforeFirst = round(st.BeforeFirst(slots), 4)
+	s.SlotsUsed, s.UtilSteady, s.IdleBeforeFirst = SteadyFigures(st)
 	s.Retried = f.Tally().Retries()
 	for _, q := range f.Tally().Quarantined() {
 		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))
@@ -206,12 +213,41 @@ func (c *Controller) Summary() *Summary {
 	if c.stopper != nil {
 		s.EarlyStop = c.stopper.summary()
 	}
-	if !c.liveSince.IsZero() {
-		wall := c.cfg.Now().Sub(c.liveSince)
-		s.WallS = round(wall.Seconds(), 3)
-		s.EvalsPerS = round(float64(s.Evaluations-c.replayed)/wall.Seconds(), 1)
+	if c.liveSince.IsZero() {
+		return s
+	}
+	if wall, wait, ok := c.workTime(c.cfg.Now()); ok {
+		s.WallS, s.WaitFirstSlotS = round(wall.Seconds(), 3), round(wait.Seconds(), 3)
+		if work := wall - wait; work > 0 {
+			s.EvalsPerS = round(float64(s.Evaluations-c.replayed)/work.Seconds(), 1)
+		}
 	}
 	return s
+}
+
+// workTime is this controller's wall time at now (from liveSince) and the
+// part of it before a slot was first live: all of it while none has been.
+// Rates are taken over the rest, the time slots could work: workers that
+// join a minute after the controller would otherwise make the first
+// minute's rate near nothing and every ETA far too long.
+func (c *Controller) workTime(now time.Time) (wall, wait time.Duration, ok bool) {
+	if c.liveSince.IsZero() {
+		return 0, 0, false
+	}
+	wall = max(now.Sub(c.liveSince), 0)
+	wait = wall
+	if first := c.slots.FirstLive(); !first.IsZero() {
+		wait = min(max(first.Sub(c.liveSince), 0), wall)
+	}
+	return wall, wait, true
+}
+
+// SteadyFigures are the figures of st that a summary and `evoq replay`
+// share, rounded as both print them: the slots used, util_steady and
+// idle_before_first. They come from the counted results alone, so a
+// replay of the results stream gives the summary's.
+func SteadyFigures(st *Stats) (slotsUsed int, util, beforeFirst float64) {
+	return st.SlotsUsed(), round(st.Utilization(), 4), round(st.BeforeFirst(), 4)
 }
 
 func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 3) }
@@ -225,7 +261,7 @@ func round(x float64, digits int) float64 {
 func (s *Summary) Fields() logrus.Fields {
 	f := logrus.Fields{"evaluations": s.Evaluations, "ok": s.OK, "infeasible": s.Infeasible,
 		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "retried": s.Retried, "wall_s": s.WallS,
-		"evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
+		"wait_first_slot_s": s.WaitFirstSlotS, "evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
 		"util_steady": s.UtilSteady, "idle_before_first": s.IdleBeforeFirst, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
 		"pool_digest": s.PoolDigest}
 	if s.BestFitness != nil {

@@ -54,12 +54,14 @@ func TestSummaryAfterRestart(t *testing.T) {
 		t.Fatalf("wall_s %v, evals_per_s %v; want the second controller's own time and rate", s.WallS, s.EvalsPerS)
 	}
 	t.Logf("after the restart: wall_s %v, evals_per_s %v", s.WallS, s.EvalsPerS)
-	// Both figures are rounded: WallS to 1 ms, EvalsPerS to 0.1.
-	counted := float64(budget - before)
-	lo, hi := counted/(s.WallS+0.0005)-0.05, counted/max(s.WallS-0.0005, 1e-9)+0.05
+	// The figures are rounded: WallS and WaitFirstSlotS to 1 ms,
+	// EvalsPerS to 0.1. The worker joined after the replay: the rate is
+	// over the time from then.
+	counted, work := float64(budget-before), s.WallS-s.WaitFirstSlotS
+	lo, hi := counted/(work+0.001)-0.05, counted/max(work-0.001, 1e-9)+0.05
 	if s.EvalsPerS < lo || s.EvalsPerS > hi {
-		t.Errorf("evals_per_s %v over wall_s %v s; want the %v results counted after the restart over it, %.1f to %.1f",
-			s.EvalsPerS, s.WallS, counted, lo, hi)
+		t.Errorf("evals_per_s %v over wall_s %v s less wait_first_slot_s %v s; want the %v results counted after the restart over it, %.1f to %.1f",
+			s.EvalsPerS, s.WallS, s.WaitFirstSlotS, counted, lo, hi)
 	}
 }
 
@@ -89,9 +91,10 @@ func storeByHand(t *testing.T, bu *bundle, cons jetstream.Consumer, fitness floa
 	}
 }
 
-// Utilization divides by every slot that evaluated, when the live count
-// seen (heartbeats, which a loaded broker delays) is short of it: four
-// slots busy the whole window are fully used, not twice over.
+// Utilization divides by the slot-time of the slots that evaluated, not
+// by the live count seen (heartbeats, which a loaded broker delays): four
+// slots busy the whole window are fully used, not twice over; and the
+// slots live at once are at least those the results show.
 func TestSummaryUtilizationSlots(t *testing.T) {
 	t.Parallel()
 	f := testFold(1, 5, ReplaceWorst)
@@ -109,7 +112,39 @@ func TestSummaryUtilizationSlots(t *testing.T) {
 	tr.put(&schema.Presence{Run: "t", Worker: "w", Slots: 2, Interval: time.Minute, Heartbeat: now, Started: epoch}, now)
 	c := &Controller{cfg: Config{Run: "t", Space: mlpSpace(t)}, fold: f, slots: tr}
 	s := c.Summary()
-	if s.Slots != 2 || s.SlotsUsed != 4 || s.UtilSteady != 1 {
-		t.Errorf("slots %d, used %d, util_steady %v; want 2, 4, 1", s.Slots, s.SlotsUsed, s.UtilSteady)
+	if s.Slots != 4 || s.SlotsUsed != 4 || s.UtilSteady != 1 {
+		t.Errorf("slots %d, used %d, util_steady %v; want 4, 4, 1", s.Slots, s.SlotsUsed, s.UtilSteady)
+	}
+}
+
+// Workers that join after the controller published its first designs:
+// the summary keeps the wall time, says how much of it passed before a
+// slot was live, and takes the rate and the progress line's ETA over the
+// rest.
+func TestSummaryWaitFirstSlot(t *testing.T) {
+	t.Parallel()
+	now := epoch.Add(20 * time.Second)
+	c := offline(t, Config{Budget: 10, Init: 2, Pool: 2, Now: func() time.Time { return now }})
+	c.liveSince = epoch
+	if s := c.Summary(); s.WaitFirstSlotS != 20 || s.EvalsPerS != 0 {
+		t.Errorf("no slot yet: wait_first_slot_s %v, evals_per_s %v; want 20, 0", s.WaitFirstSlotS, s.EvalsPerS)
+	}
+	c.slots.put(presence("w", 2, 0, time.Hour, false), epoch.Add(12*time.Second))
+	for i := range 4 {
+		seq := uint64(i + 1)
+		r := result(seq, schema.StatusOK, float64(i))
+		r.Slot = i % 2
+		r.Start = epoch.Add(time.Duration(12+2*i) * time.Second)
+		r.Stop = r.Start.Add(time.Second)
+		c.fold.Apply(r, nil)
+	}
+	s := c.Summary()
+	if s.WallS != 20 || s.WaitFirstSlotS != 12 || s.EvalsPerS != 0.5 {
+		t.Errorf("wall_s %v, wait_first_slot_s %v, evals_per_s %v; want 20, 12 and 4 evaluations over 8 s: 0.5",
+			s.WallS, s.WaitFirstSlotS, s.EvalsPerS)
+	}
+	p := c.Progress()
+	if p.Rate != 0.5 || p.ETA != 12*time.Second {
+		t.Errorf("progress rate %v/s, ETA %v; want 0.5/s and the 6 evaluations left at it, 12s", p.Rate, p.ETA)
 	}
 }

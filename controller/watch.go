@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
@@ -17,6 +18,18 @@ import (
 type presenceEvent struct {
 	worker string
 	p      *schema.Presence
+	// at is when a heartbeat read from the bucket was stored, on the
+	// controller's clock; zero for one that just arrived.
+	at time.Time
+}
+
+// stored is when the heartbeat was stored: now for one that just
+// arrived.
+func (ev presenceEvent) stored(now time.Time) time.Time {
+	if ev.at.IsZero() {
+		return now
+	}
+	return ev.at
 }
 
 // startWatches starts the results consumer (from the first result), the
@@ -76,17 +89,36 @@ func (c *Controller) watchPresence(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	skew := c.brokerSkew(ctx)
 	go func() {
 		for _, e := range entries {
-			c.sendPresence(ctx, strings.TrimPrefix(e.Key(), c.cfg.Run+"."), e.Value(), false)
+			c.sendPresenceAt(ctx, strings.TrimPrefix(e.Key(), c.cfg.Run+"."), e.Value(), false, e.Created().Add(skew))
 		}
 	}()
 	return nil
 }
 
+// brokerSkew is how far the controller's clock is ahead of the broker's,
+// which timed the stored heartbeats; 0 when the broker does not say.
+func (c *Controller) brokerSkew(ctx context.Context) time.Duration {
+	kv, err := c.js.KeyValue(ctx, schema.PresenceBucket)
+	if err != nil {
+		return 0
+	}
+	if bt, ok := BrokerTime(ctx, kv); ok {
+		return c.cfg.Now().Sub(bt)
+	}
+	return 0
+}
+
 // sendPresence decodes one presence entry and hands it to the loop.
 func (c *Controller) sendPresence(ctx context.Context, worker string, data []byte, deleted bool) {
-	ev := presenceEvent{worker: worker}
+	c.sendPresenceAt(ctx, worker, data, deleted, time.Time{})
+}
+
+// sendPresenceAt is sendPresence for a heartbeat stored at at (zero: now).
+func (c *Controller) sendPresenceAt(ctx context.Context, worker string, data []byte, deleted bool, at time.Time) {
+	ev := presenceEvent{worker: worker, at: at}
 	if !deleted {
 		p, err := schema.DecodePresence(data)
 		if err != nil {

@@ -18,8 +18,14 @@ func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
 		// early stopping is what scripts and the README quote.
 		stopped = fmt.Sprintf(", %d stopped", s.Stopped)
 	}
-	fmt.Fprintf(w, "run %s: %d evaluations (%d ok, %d infeasible, %d error, %d timeout, %d lost%s) in %.1f s, %.1f/s\n",
-		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, stopped, s.WallS, s.EvalsPerS)
+	// The rate is over the time slots were live: say so where the run
+	// waited for its first slot, or wall time × rate would not add up.
+	waited := ""
+	if s.WaitFirstSlotS >= 1 {
+		waited = fmt.Sprintf(" over the %.1f s after the first slot joined", s.WallS-s.WaitFirstSlotS)
+	}
+	fmt.Fprintf(w, "run %s: %d evaluations (%d ok, %d infeasible, %d error, %d timeout, %d lost%s) in %.1f s, %.1f/s%s\n",
+		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, stopped, s.WallS, s.EvalsPerS, waited)
 	fmt.Fprintf(w, "slots: %d live, %d used; steady-state utilization %.3f; gap between designs on a slot p50 %.2f ms, p99 %.2f ms\n",
 		s.Slots, s.SlotsUsed, s.UtilSteady, s.GapP50Ms, s.GapP99Ms)
 	if s.BestRandomFitness != nil {

@@ -65,10 +65,16 @@ type replayReport struct {
 	Malformed   []uint64       `json:"malformed"` // stream sequences that did not decode
 	Foreign     []uint64       `json:"foreign"`   // stream sequences of results for designs not the run's: not counted, no integrity problem
 	OutOfOrder  []uint64       `json:"out_of_order"`
-	PoolDigest  string         `json:"pool_digest"`
-	Pool        []replayMember `json:"pool"`
-	Integrity   string         `json:"integrity"` // ok or failed
-	Problems    []string       `json:"problems"`
+	// SlotsUsed, UtilSteady and IdleBeforeFirst are the run's figures as
+	// its controller's summary has them: they come from the counted
+	// results alone (controller.Stats).
+	SlotsUsed       int            `json:"slots_used"`
+	UtilSteady      float64        `json:"util_steady"`
+	IdleBeforeFirst float64        `json:"idle_before_first"`
+	PoolDigest      string         `json:"pool_digest"`
+	Pool            []replayMember `json:"pool"`
+	Integrity       string         `json:"integrity"` // ok or failed
+	Problems        []string       `json:"problems"`
 	// FailFast is the fail-fast check's verdict as the run's controller
 	// reaches it (off, judging, passed or failed), and Failure its figures
 	// when failed.
@@ -264,6 +270,7 @@ func (rep *replayReport) finish() {
 	f := rep.fold
 	rep.Evaluations, rep.MaxDesign, rep.PoolDigest = f.Terminal(), f.MaxSeq(), f.Pool().Digest()
 	rep.Retried, rep.Quarantined = f.Tally().Retries(), []string{}
+	rep.SlotsUsed, rep.UtilSteady, rep.IdleBeforeFirst = controller.SteadyFigures(f.Stats())
 	for _, s := range f.Tally().Quarantined() {
 		rep.Quarantined = append(rep.Quarantined, fmt.Sprintf("%s/%d", s.Worker, s.Slot))
 	}
@@ -395,6 +402,7 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 		}
 		fmt.Fprintf(w, "front: %d designs, digest %s; hypervolume %s\n", len(p.Front), p.FrontDigest, hv)
 	}
+	fmt.Fprintf(w, "slots used: %d; util_steady %g, idle_before_first %g\n", rep.SlotsUsed, rep.UtilSteady, rep.IdleBeforeFirst)
 	fmt.Fprintf(w, "pool: %d members, digest %s\n", len(rep.Pool), rep.PoolDigest)
 	for _, m := range rep.Pool {
 		g, _ := json.Marshal(m.Genome)

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/schema"
@@ -64,9 +63,19 @@ type runStatus struct {
 	Checkpoints *checkpointStatus `json:"checkpoints,omitempty"`
 	// Controller is the controller that holds the run's lease, if one
 	// does and the credential may read it.
-	Controller *schema.Lease  `json:"controller,omitempty"`
-	Workers    []workerStatus `json:"workers"`
-	Problems   []string       `json:"problems"`
+	Controller *schema.Lease `json:"controller,omitempty"`
+	// ControllerLive says whether a controller runs the run now: one
+	// holds its lease, renewed it within controller.LeaseFresh and, when
+	// it runs on this host, its process is there. Only a live
+	// controller's figures are shown; otherwise status counts the stored
+	// results.
+	ControllerLive bool `json:"controller_live"`
+	// ControllerGone says what became of the controller that holds the
+	// lease when it is not live; nil when it is, or when no controller
+	// holds the lease.
+	ControllerGone *controllerGone `json:"controller_gone,omitempty"`
+	Workers        []workerStatus  `json:"workers"`
+	Problems       []string        `json:"problems"`
 	// Warnings are the run's standing warnings, as its record keeps them
 	// (controller.Warnings), and those its live workers send with their
 	// heartbeats.
@@ -75,9 +84,19 @@ type runStatus struct {
 	// snapshot the run's live controller keeps in its lease, or
 	// "results", a count of the stored results.
 	CountedBy   string `json:"counted_by"`
+	leaseUnread bool
 	queueKnown  bool
 	perWorker   map[string]*workerStatus
 	quarantined []schema.QuarantinedSlot
+}
+
+// controllerGone is a controller that holds its run's lease but stopped
+// renewing it: killed, frozen or cut off from the broker.
+type controllerGone struct {
+	// Since is its last renewal, on this host's clock.
+	Since time.Time `json:"since"`
+	// PIDGone says that it ran on this host and its process is gone.
+	PIDGone bool `json:"pid_gone"`
 }
 
 type workerStatus struct {
@@ -163,16 +182,23 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 // work queue. The figures come from the snapshot a live controller keeps
 // in its lease, renewed every second, so that status answers at once
 // whatever the size of the run; with no live controller (a run done or
-// stopped, a controller still replaying), status counts the stored
-// results itself, by the same rule. Figures of the controller's that count
-// fewer results than floor (what the last redraw of a --watch showed) are
-// passed over for a count of the results, so that a watch never goes back.
+// stopped, a controller killed or still replaying), status counts the
+// stored results itself, by the same rule (see useLease). Figures of the
+// controller's that count fewer results than floor (what the last redraw
+// of a --watch showed) are passed over for a count of the results, so
+// that a watch never goes back.
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, floor int) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
 		perWorker: map[string]*workerStatus{}}
-	st.Controller, _ = controller.LeaseHolder(ctx, r.JS(), ri.ID)
+	lv, err := controller.ReadLease(ctx, r.JS(), ri.ID)
+	if err != nil {
+		st.leaseUnread = true
+		st.Problems = append(st.Problems, "the controller's lease not read (whether a controller runs the run is not known): "+err.Error())
+	}
+	st.readLease(lv)
 	var fig *controller.Figures
-	if l := st.Controller; l != nil && l.Figures != nil && time.Since(l.Renewed) < broker.LeaseTTL && l.Figures.Done >= floor {
+	if st.useLease(lv, floor) {
+		l := lv.Lease
 		fig, st.quarantined, st.CountedBy = controller.FiguresOf(l.Figures), l.Figures.Quarantined, "controller"
 	} else {
 		tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
@@ -201,6 +227,55 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 	return st, nil
 }
 
+// readLease takes in the run's lease: who holds it and whether it is
+// live.
+func (st *runStatus) readLease(lv *controller.LeaseView) {
+	if lv == nil {
+		return
+	}
+	st.Controller, st.ControllerLive = lv.Lease, lv.Live()
+	if !st.ControllerLive {
+		st.ControllerGone = &controllerGone{Since: lv.Renewed, PIDGone: lv.PIDGone}
+	}
+}
+
+// useLease says whether the figures in the lease lv are the run's: its
+// controller is live, it took them within a missed renewal or two of its
+// last renewal (a controller whose loop is stuck renews its lease with
+// figures that no longer move), the run is not over, and they count at
+// least floor results. Otherwise the stored results are counted: what
+// they hold is then more than any controller's belief.
+func (st *runStatus) useLease(lv *controller.LeaseView, floor int) bool {
+	if !st.ControllerLive || lv.Lease.Figures == nil || !st.active() {
+		return false
+	}
+	f := lv.Lease.Figures
+	// Both times are the controller's own clock.
+	return lv.Lease.Renewed.Sub(f.At) < controller.LeaseFresh && f.Done >= floor
+}
+
+// active says whether the run's phase is one a controller runs.
+func (st *runStatus) active() bool {
+	switch st.Phase {
+	case schema.PhaseStarting, schema.PhaseRunning, schema.PhaseDraining:
+		return true
+	}
+	return false
+}
+
+// phaseText is the run's phase, and for a run that a controller should be
+// running, whether one does: a phase is what the last controller wrote,
+// and says nothing of whether that controller still runs.
+func (st *runStatus) phaseText() string {
+	switch {
+	case !st.active() || st.ControllerLive || st.leaseUnread:
+		return string(st.Phase)
+	case st.ControllerGone != nil:
+		return fmt.Sprintf("%s (controller gone since %s)", st.Phase, st.ControllerGone.Since.Local().Format(time.TimeOnly))
+	}
+	return fmt.Sprintf("%s (no controller)", st.Phase)
+}
+
 func (st *runStatus) worker(id string) *workerStatus {
 	w, ok := st.perWorker[id]
 	if !ok {
@@ -226,10 +301,19 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 		st.Problems = append(st.Problems, "workers' heartbeats not read: "+err.Error())
 		return
 	}
+	// A heartbeat's time is the broker's, which stored it: it is judged
+	// against the broker's clock, and shown on this host's.
+	now, skew := time.Now(), time.Duration(0)
+	if kv, err := r.JS().KeyValue(ctx, schema.PresenceBucket); err == nil {
+		if bt, ok := controller.BrokerTime(ctx, kv); ok {
+			skew = time.Since(bt)
+		}
+	}
 	for _, p := range ps {
 		w := st.worker(p.Worker)
-		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, p.Stored
-		w.Live = controller.Alive(p.Presence, p.Stored, time.Now())
+		stored := p.Stored.Add(skew)
+		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, stored
+		w.Live = controller.Alive(p.Presence, stored, now)
 		w.presence = &p.Presence
 		if !w.Live {
 			continue
@@ -296,6 +380,10 @@ func (st *runStatus) finish(now time.Time) {
 		st.Problems = append(st.Problems, w.faults...)
 		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
 	}
+	if st.active() && !st.ControllerLive && !st.leaseUnread {
+		// Idle slots follow: say why first, and what to do.
+		st.Problems = append(st.Problems, "no live controller: nothing publishes the run's designs; start the controller again with the same --run (and --dir) to continue it")
+	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
 	idle := controller.IdleWorkers(loads, controller.QueueFigures{Queued: st.Queued},
 		controller.BudgetFigures{Budget: st.Budget, Done: st.Done, Open: active})
@@ -305,7 +393,7 @@ func (st *runStatus) finish(now time.Time) {
 }
 
 func (st *runStatus) print(env Env) {
-	fmt.Fprintf(env.Stdout, "run %s: %s; %d of %d done", st.Run, st.Phase, st.Done, st.Budget)
+	fmt.Fprintf(env.Stdout, "run %s: %s; %d of %d done", st.Run, st.phaseText(), st.Done, st.Budget)
 	if st.queueKnown {
 		fmt.Fprintf(env.Stdout, ", %d in flight, %d queued", st.InFlight, st.Queued)
 	}
@@ -332,7 +420,7 @@ func (st *runStatus) print(env Env) {
 		fmt.Fprintf(env.Stdout, "changed: %s %s -> %s at %s\n", ch.Setting, ch.From, ch.To, ch.At.Local().Format(time.DateTime))
 	}
 	if l := st.Controller; l != nil {
-		fmt.Fprintf(env.Stdout, "controller: pid %d on %s since %s\n", l.PID, l.Host, l.Since.Local().Format(time.DateTime))
+		fmt.Fprintf(env.Stdout, "controller: pid %d on %s since %s%s\n", l.PID, l.Host, l.Since.Local().Format(time.DateTime), st.goneText())
 	}
 	if c := st.Checkpoints; c != nil {
 		fmt.Fprintln(env.Stdout, c.line())
@@ -347,6 +435,21 @@ func (st *runStatus) print(env Env) {
 	for _, p := range st.Problems {
 		fmt.Fprintln(env.Stdout, "!", p)
 	}
+}
+
+// goneText says how the controller that holds the lease is gone; empty
+// for a live one.
+func (st *runStatus) goneText() string {
+	g := st.ControllerGone
+	if g == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; stopped renewing its lease at %s (%s ago)", g.Since.Local().Format(time.TimeOnly),
+		time.Since(g.Since).Round(100*time.Millisecond))
+	if g.PIDGone {
+		s += fmt.Sprintf("; pid %d is gone from this host", st.Controller.PID)
+	}
+	return s + "; counting the stored results"
 }
 
 // statusParts are the counted results by status, "3 ok". Stopped shows
