@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -320,11 +321,11 @@ type span struct {
 // failure), so all are in the slot-seconds; only a counted ok result has a
 // fitness to compare. Malformed and foreign results are left out, and so
 // are results without times: a lost design, which no worker finished.
-func spansOf(results []*schema.Result, verdicts []controller.Verdict) []span {
+func spansOf(results []*schema.Result, verdicts []runstate.Verdict) []span {
 	var origin time.Time
 	keep := func(i int) bool {
 		v, r := verdicts[i], results[i]
-		return v != controller.Malformed && v != controller.Foreign && r != nil &&
+		return v != runstate.Malformed && v != runstate.Foreign && r != nil &&
 			!r.Start.IsZero() && !r.Stop.Before(r.Start)
 	}
 	for i, r := range results {
@@ -338,7 +339,7 @@ func spansOf(results []*schema.Result, verdicts []controller.Verdict) []span {
 			continue
 		}
 		out = append(out, span{start: r.Start.Sub(origin).Seconds(), stop: r.Stop.Sub(origin).Seconds(),
-			ok: verdicts[i] == controller.Counted && r.Status == schema.StatusOK, fitness: r.Fitness})
+			ok: verdicts[i] == runstate.Counted && r.Status == schema.StatusOK, fitness: r.Fitness})
 	}
 	return out
 }

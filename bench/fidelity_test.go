@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -177,8 +177,8 @@ func TestSpansOf(t *testing.T) {
 		lost,                               // no worker finished it
 		res(schema.StatusError, 0, 4, 4.5), // a failed attempt retried elsewhere
 	}
-	verdicts := []controller.Verdict{controller.Counted, controller.Counted, controller.Duplicate, controller.Malformed,
-		controller.Foreign, controller.Counted, controller.Retried}
+	verdicts := []runstate.Verdict{runstate.Counted, runstate.Counted, runstate.Duplicate, runstate.Malformed,
+		runstate.Foreign, runstate.Counted, runstate.Retried}
 	want := []span{okSp(0.5, 2.5, 0.5), {start: 0, stop: 0.5, fitness: 0.9}, {start: 1.5, stop: 3.5, fitness: 0.7},
 		{start: 3.5, stop: 4}}
 	if got := spansOf(results, verdicts); !reflect.DeepEqual(got, want) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -268,10 +269,10 @@ func streamSlotSeconds(spans []span) float64 {
 
 // epochsTrained is the sum of the epochs metric of the counted ok
 // results: the training steps the run bought.
-func epochsTrained(results []*schema.Result, verdicts []controller.Verdict) int {
+func epochsTrained(results []*schema.Result, verdicts []runstate.Verdict) int {
 	n := 0
 	for i, r := range results {
-		if verdicts[i] == controller.Counted && r != nil && r.Status == schema.StatusOK {
+		if verdicts[i] == runstate.Counted && r != nil && r.Status == schema.StatusOK {
 			n += metricInt(r.Metrics["epochs"])
 		}
 	}
@@ -309,7 +310,7 @@ func metricInt(v any) int {
 // readResults reads run's results from the store in dir, which no process
 // uses any more, in stream order, with the counting rule's verdict on
 // each.
-func readResults(ctx context.Context, dir, run string) ([]*schema.Result, []controller.Verdict, error) {
+func readResults(ctx context.Context, dir, run string) ([]*schema.Result, []runstate.Verdict, error) {
 	rd, err := history.Open(ctx, history.Source{Dir: dir})
 	if err != nil {
 		return nil, nil, err
@@ -319,9 +320,9 @@ func readResults(ctx context.Context, dir, run string) ([]*schema.Result, []cont
 	if err != nil {
 		return nil, nil, err
 	}
-	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
+	tally := runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run))
 	var results []*schema.Result
-	var verdicts []controller.Verdict
+	var verdicts []runstate.Verdict
 	err = rd.Results(ctx, run, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
 		results, verdicts = append(results, res), append(verdicts, tally.Judge(res, err))
 		return nil

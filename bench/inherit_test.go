@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -155,8 +155,8 @@ func TestEpochsTrained(t *testing.T) {
 		{Status: schema.StatusOK}, nil,          // no metric; malformed
 		res(schema.StatusOK, "forty"), // not a number
 	}
-	verdicts := []controller.Verdict{controller.Counted, controller.Counted, controller.Counted, controller.Counted,
-		controller.Duplicate, controller.Counted, controller.Counted, controller.Malformed, controller.Counted}
+	verdicts := []runstate.Verdict{runstate.Counted, runstate.Counted, runstate.Counted, runstate.Counted,
+		runstate.Duplicate, runstate.Counted, runstate.Counted, runstate.Malformed, runstate.Counted}
 	if got := epochsTrained(results, verdicts); got != 375 {
 		t.Errorf("epochsTrained = %d, want 375", got)
 	}

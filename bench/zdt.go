@@ -16,6 +16,7 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -268,18 +269,18 @@ func replayZDT(ctx context.Context, dir, run, problem string, early int) (*zdtRe
 	if rec == nil {
 		return nil, fmt.Errorf("run %s's record: %w", run, ri.Err)
 	}
-	obj, err := controller.ObjectivesOf(rec)
+	obj, err := runstate.ObjectivesOf(rec)
 	if err != nil {
 		return nil, fmt.Errorf("run %s's objectives: %w", run, err)
 	}
 	if !obj.Pareto() {
 		return nil, fmt.Errorf("run %s has objectives %s: want several", run, obj)
 	}
-	fold := controller.NewFoldFor(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(rec)),
-		rec.Init, rec.Pool, controller.Replace(rec.Replace), obj, rec.HVRef)
+	fold := runstate.NewFoldFor(runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(rec)),
+		rec.Init, rec.Pool, runstate.Replace(rec.Replace), obj, rec.HVRef)
 	rp := &zdtReplay{rec: rec}
 	err = rd.Results(ctx, run, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
-		if fold.Apply(res, err) != controller.Counted || fold.Terminal() != early {
+		if fold.Apply(res, err) != runstate.Counted || fold.Terminal() != early {
 			return nil
 		}
 		hv, _, ok := fold.Hypervolume()

@@ -5,20 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/schema"
 )
 
-func benchMember(seq uint64, fitness float64) Member {
-	return Member{Design: schema.Design{Run: "bench", ID: schema.DesignID("bench", seq), Seq: seq,
+func benchMember(seq uint64, fitness float64) runstate.Member {
+	return runstate.Member{Design: schema.Design{Run: "bench", ID: schema.DesignID("bench", seq), Seq: seq,
 		Genome: map[string]any{"x": fitness}}, Fitness: fitness}
 }
 
 // Pool insert with eviction, for pool sizes from the default to large.
 func BenchmarkPoolAdd(b *testing.B) {
 	for _, size := range []int{10, 100, 1000} {
-		for _, replace := range []Replace{ReplaceWorst, ReplaceOldest} {
+		for _, replace := range []runstate.Replace{runstate.ReplaceWorst, runstate.ReplaceOldest} {
 			b.Run(string(replace)+"-"+itoa(size), func(b *testing.B) {
-				p, r := NewPool(size, replace), rand.New(rand.NewPCG(1, 2))
+				p, r := runstate.NewPool(size, replace), rand.New(rand.NewPCG(1, 2))
 				seq := uint64(0)
 				for b.Loop() {
 					seq++
@@ -33,7 +35,7 @@ func BenchmarkPoolAdd(b *testing.B) {
 func BenchmarkTournament(b *testing.B) {
 	for _, size := range []int{10, 100, 1000} {
 		b.Run(itoa(size), func(b *testing.B) {
-			p, r := NewPool(size, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
+			p, r := runstate.NewPool(size, runstate.ReplaceWorst), rand.New(rand.NewPCG(1, 2))
 			for i := range size {
 				p.Add(benchMember(uint64(i+1), r.Float64()))
 			}
@@ -46,7 +48,7 @@ func BenchmarkTournament(b *testing.B) {
 
 // The fold of one result: dedupe, counts, statistics, pool.
 func BenchmarkFoldApply(b *testing.B) {
-	f, r := NewFold(NewTally("bench", 1<<30, Rules{}), 20, 10, ReplaceWorst), rand.New(rand.NewPCG(1, 2))
+	f, r := runstate.NewFold(runstate.NewTally("bench", 1<<30, runstate.Rules{}), 20, 10, runstate.ReplaceWorst), rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
 	seq := uint64(0)
 	for b.Loop() {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -155,7 +156,7 @@ func (t *ckptTracker) published(d *schema.Design) {
 // applied it. live is false while the controller replays the stream: the
 // designs in flight are not known yet, so nothing is deleted until
 // rebuild.
-func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
+func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.Fold, live bool) {
 	if t == nil {
 		return
 	}
@@ -166,7 +167,7 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 		t.stored[id] = true
 	}
 	switch v {
-	case Counted:
+	case runstate.Counted:
 		delete(t.flying, id)
 		// A stopped mutant trained from its parent's weights as an ok one
 		// did: counting ok ones alone would hide the share of those the
@@ -199,7 +200,7 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 			t.drop(p, live)
 		}
 		t.drop(id, live)
-	case Duplicate:
+	case runstate.Duplicate:
 		// A second evaluation stored its checkpoint over the first: a pool
 		// member's children start from those bytes (training need not be
 		// deterministic); any other design's goes.
@@ -211,7 +212,7 @@ func (t *ckptTracker) result(r *schema.Result, v Verdict, f *Fold, live bool) {
 }
 
 // newBest follows the best design, whose checkpoint Keep best keeps.
-func (t *ckptTracker) newBest(f *Fold, live bool) {
+func (t *ckptTracker) newBest(f *runstate.Fold, live bool) {
 	if t.cfg.Keep != schema.KeepBest || f.Best() == nil || f.Best().Design.ID == t.best {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/internal/checkpoint"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
@@ -18,7 +20,7 @@ type ckptBundle struct {
 	t     *testing.T
 	store checkpoint.Store
 	tr    *ckptTracker
-	fold  *Fold
+	fold  *runstate.Fold
 }
 
 func newCkptBundle(t *testing.T, keep string) *ckptBundle {
@@ -28,7 +30,7 @@ func newCkptBundle(t *testing.T, keep string) *ckptBundle {
 	}
 	tr := newCkptTracker(s, schema.Checkpoints{Store: schema.CheckpointDir, Max: 1 << 20, Keep: keep, Inherit: true}, testutil.Logger(t))
 	b := &ckptBundle{t: t, store: s, tr: tr,
-		fold: NewFold(NewTally("r", 100, Rules{}), 2, 2, ReplaceWorst)}
+		fold: runstate.NewFold(runstate.NewTally("r", 100, runstate.Rules{}), 2, 2, runstate.ReplaceWorst)}
 	ctx, cancel := context.WithCancel(context.Background())
 	go tr.run(ctx)
 	t.Cleanup(func() { cancel(); <-tr.done })
@@ -143,7 +145,7 @@ func TestCheckpointRule(t *testing.T) {
 func TestCheckpointKeepBest(t *testing.T) {
 	t.Parallel()
 	b := newCkptBundle(t, schema.KeepBest)
-	b.fold = NewFold(NewTally("r", 100, Rules{}), 2, 2, ReplaceOldest)
+	b.fold = runstate.NewFold(runstate.NewTally("r", 100, runstate.Rules{}), 2, 2, runstate.ReplaceOldest)
 	for seq, fit := range []float64{0.9, 0.1, 0.2, 0.3} {
 		b.result(b.design(uint64(seq+1), 0), fit, true)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/internal/checkpoint"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
@@ -62,7 +64,7 @@ func TestCheckpointSweep(t *testing.T) {
 	fs := &flakyStore{Store: dir}
 	fs.failDeletes.Store(3)
 	tr := newCkptTracker(fs, schema.Checkpoints{Store: schema.CheckpointDir, Max: 1 << 20, Keep: schema.KeepPool, Inherit: true}, testutil.Logger(t))
-	b := &ckptBundle{t: t, store: fs, tr: tr, fold: NewFold(NewTally("r", 100, Rules{}), 2, 2, ReplaceWorst)}
+	b := &ckptBundle{t: t, store: fs, tr: tr, fold: runstate.NewFold(runstate.NewTally("r", 100, runstate.Rules{}), 2, 2, runstate.ReplaceWorst)}
 	ctx, cancel := context.WithCancel(context.Background())
 	go tr.run(ctx)
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ const (
 	InitDefault       = 20
 	PoolDefault       = 10
 	TournamentDefault = 3
-	ReplaceDefault    = ReplaceWorst
+	ReplaceDefault    = runstate.ReplaceWorst
 	// CrossoverDefault and MutationRateDefault are the variation
 	// operators of a run that does not choose: most children are the
 	// crossover of two tournament winners, and each is then mutated in one
@@ -68,7 +69,7 @@ type Config struct {
 	// Pool is the pool size; at most Init. Defaults to PoolDefault.
 	Pool int
 	// Replace is the pool's replacement policy. Defaults to ReplaceWorst.
-	Replace Replace
+	Replace runstate.Replace
 	// Tournament is the tournament size for parent selection; at most
 	// Pool. Defaults to min(TournamentDefault, Pool).
 	Tournament int
@@ -223,7 +224,7 @@ func (c Config) withDefaults() Config {
 	if c.IdleAlarm == 0 {
 		c.IdleAlarm = IdleAlarmDefault
 	}
-	setDefault(&c.FailFast, max(FailFastDefault, c.ExpectSlots, c.WaitSlots))
+	setDefault(&c.FailFast, max(runstate.FailFastDefault, c.ExpectSlots, c.WaitSlots))
 	if c.EarlyStop != nil && c.EarlyStop.Rule == RuleNone {
 		c.EarlyStop = nil
 	}
@@ -320,21 +321,21 @@ func (c Config) ValidateGiven() error {
 		check{c.Crossover != nil && !(*c.Crossover >= 0 && *c.Crossover <= 1), "Crossover", derefF(c.Crossover), "want a probability, 0 to 1", nil},
 		check{c.MutationRate != nil && !(*c.MutationRate >= 0 && *c.MutationRate <= 1), "MutationRate", derefF(c.MutationRate),
 			"want a probability, 0 to 1 (0: exactly one parameter per mutant)", nil},
-		check{c.Objectives.Pareto() && c.Replace == ReplaceOldest, "Replace", string(c.Replace),
+		check{c.Objectives.Pareto() && c.Replace == runstate.ReplaceOldest, "Replace", string(c.Replace),
 			"oldest ages the pool by fitness alone; a pool of several objectives or constraints keeps the best by domination rank: leave --replace out", []string{"Objectives"}},
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
 		check{c.Budget < 0, "Budget", c.Budget, "need at least 1", nil},
 		check{c.Init < 0, "Init", c.Init, "need at least 1", nil},
 		check{c.Pool < 0, "Pool", c.Pool, "need at least 1", nil},
 		check{c.Tournament < 0, "Tournament", c.Tournament, "need at least 1", nil},
-		check{c.Replace != "" && c.Replace != ReplaceWorst && c.Replace != ReplaceOldest, "Replace", string(c.Replace), "want worst or oldest", nil},
+		check{c.Replace != "" && c.Replace != runstate.ReplaceWorst && c.Replace != runstate.ReplaceOldest, "Replace", string(c.Replace), "want worst or oldest", nil},
 		check{c.Margin < MarginAuto, "Margin", c.Margin, "must be at least 1, or MarginAuto", nil},
 		check{c.ExpectSlots < 0, "ExpectSlots", c.ExpectSlots, "must be >= 0", nil},
 		check{c.WaitSlots < 0, "WaitSlots", c.WaitSlots, "must be >= 0", nil},
 		check{c.AckWait < 0 || (c.AckWait > 0 && c.AckWait < broker.MinAckWait), "AckWait", c.AckWait,
 			fmt.Sprintf("need at least %s, three worker heartbeats; shorter, live workers would have their designs redelivered", broker.MinAckWait), nil},
 		check{c.MaxDeliver < 0, "MaxDeliver", c.MaxDeliver, "need at least 1, or a design could never be delivered", nil},
-		check{c.FailFast < FailFastOff, "FailFast", c.FailFast, "must be at least 1, or FailFastOff", nil},
+		check{c.FailFast < runstate.FailFastOff, "FailFast", c.FailFast, "must be at least 1, or FailFastOff", nil},
 		check{c.ErrorRetries != nil && *c.ErrorRetries < 0, "ErrorRetries", deref(c.ErrorRetries), "must be >= 0 (0 retries none)", nil},
 		check{c.QuarantineAfter != nil && *c.QuarantineAfter < 0, "QuarantineAfter", deref(c.QuarantineAfter), "must be >= 0 (0 turns quarantine off)", nil},
 		check{c.Progress < 0 || (c.Progress > 0 && c.Progress < 10*time.Millisecond), "Progress", c.Progress, "want at least 10ms", nil},
@@ -475,8 +476,8 @@ func failFastText(n int) string {
 
 // Rules are the counting rules c's settings give (see Tally); unset
 // settings count as 0.
-func (c Config) Rules() Rules {
-	return Rules{ErrorRetries: deref(c.ErrorRetries), QuarantineAfter: deref(c.QuarantineAfter)}
+func (c Config) Rules() runstate.Rules {
+	return runstate.Rules{ErrorRetries: deref(c.ErrorRetries), QuarantineAfter: deref(c.QuarantineAfter)}
 }
 
 // deref is *p, or 0 for nil.

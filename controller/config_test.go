@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/schema"
@@ -34,7 +36,7 @@ func TestConfigValidate(t *testing.T) {
 		{"pool equal to init", func(c *Config) { c.Init, c.Pool = 8, 8 }, ""},
 		{"budget equal to init", func(c *Config) { c.Budget, c.Init = 20, 20 }, ""},
 		{"tournament equal to pool", func(c *Config) { c.Pool, c.Tournament = 4, 4 }, ""},
-		{"replace oldest", func(c *Config) { c.Replace = ReplaceOldest }, ""},
+		{"replace oldest", func(c *Config) { c.Replace = runstate.ReplaceOldest }, ""},
 		{"ack wait three heartbeats", func(c *Config) { c.AckWait = broker.MinAckWait }, ""},
 		{"max deliver 0 is the default", func(c *Config) { c.MaxDeliver = 0 }, ""},
 		{"max deliver 1", func(c *Config) { c.MaxDeliver = 1 }, ""},
@@ -111,7 +113,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"pool", Config{}, func(c Config) bool { return c.Pool == PoolDefault }, "Pool 10"},
 		{"tournament", Config{}, func(c Config) bool { return c.Tournament == TournamentDefault }, "Tournament 3"},
 		{"tournament follows a small pool", Config{Init: 2, Pool: 2}, func(c Config) bool { return c.Tournament == 2 }, "Tournament 2"},
-		{"replace", Config{}, func(c Config) bool { return c.Replace == ReplaceWorst }, "Replace worst"},
+		{"replace", Config{}, func(c Config) bool { return c.Replace == runstate.ReplaceWorst }, "Replace worst"},
 		{"expect slots", Config{}, func(c Config) bool { return c.ExpectSlots == 1 }, "ExpectSlots 1"},
 		{"ack wait", Config{}, func(c Config) bool { return c.AckWait == broker.AckWaitDefault }, "AckWait 30s"},
 		{"max deliver", Config{}, func(c Config) bool { return c.MaxDeliver == broker.MaxDeliverDefault }, "MaxDeliver 3"},
@@ -123,9 +125,9 @@ func TestConfigDefaults(t *testing.T) {
 		{"wait slots stay off", Config{}, func(c Config) bool { return c.WaitSlots == 0 }, "WaitSlots 0"},
 		{"clock", Config{}, func(c Config) bool { return c.Now != nil && time.Since(c.Now()) < time.Minute }, "Now time.Now"},
 		{"logger", Config{}, func(c Config) bool { return c.Logger != nil }, "a Logger"},
-		{"set values kept", Config{Budget: 7, Init: 3, Pool: 2, Tournament: 1, Replace: ReplaceOldest, AckWait: 2 * time.Second},
+		{"set values kept", Config{Budget: 7, Init: 3, Pool: 2, Tournament: 1, Replace: runstate.ReplaceOldest, AckWait: 2 * time.Second},
 			func(c Config) bool {
-				return c.Budget == 7 && c.Init == 3 && c.Pool == 2 && c.Tournament == 1 && c.Replace == ReplaceOldest && c.AckWait == 2*time.Second
+				return c.Budget == 7 && c.Init == 3 && c.Pool == 2 && c.Tournament == 1 && c.Replace == runstate.ReplaceOldest && c.AckWait == 2*time.Second
 			}, "the values set"},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"io"
 	"reflect"
 	"slices"
@@ -113,7 +114,7 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	}{
 		{"Init", "init", rec.Init, cfg.Init, func() { cfg.Init = rec.Init }, cfg.Init != 0},
 		{"Pool", "pool", rec.Pool, cfg.Pool, func() { cfg.Pool = rec.Pool }, cfg.Pool != 0},
-		{"Replace", "replace", Replace(rec.Replace), cfg.Replace, func() { cfg.Replace = Replace(rec.Replace) }, cfg.Replace != ""},
+		{"Replace", "replace", runstate.Replace(rec.Replace), cfg.Replace, func() { cfg.Replace = runstate.Replace(rec.Replace) }, cfg.Replace != ""},
 		{"Tournament", "tournament", rec.Tournament, cfg.Tournament, func() { cfg.Tournament = rec.Tournament }, cfg.Tournament != 0},
 	}
 	for _, f := range fixed {
@@ -455,7 +456,7 @@ func RecordSettings(rec *schema.Run) []string {
 		out = append(out, fmt.Sprintf("made_up=%d", rec.MadeUp))
 	}
 	out = append(out, "ack_wait="+rec.AckWait.String())
-	r := RulesOf(rec)
+	r := runstate.RulesOf(rec)
 	out = append(out, fmt.Sprintf("error_retries=%d", r.ErrorRetries), fmt.Sprintf("quarantine_after=%d", r.QuarantineAfter))
 	if rec.SeedsFrom != "" {
 		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
@@ -538,7 +539,7 @@ func takeOrChange[V comparable](k *Continuation, name string, given *V, isGiven 
 // recorded before operators were kept altered one parameter of one
 // parent, and goes on doing so.
 func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) error {
-	recObj, err := ObjectivesOf(rec)
+	recObj, err := runstate.ObjectivesOf(rec)
 	if err != nil {
 		return fmt.Errorf("%w: Objectives: %v", ErrConfig, err)
 	}

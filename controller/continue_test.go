@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 )
@@ -32,7 +34,7 @@ func TestContinueTakesTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Budget != 300 || *cfg.Seed != 7 || cfg.Init != 30 || cfg.Pool != 15 || cfg.Tournament != 3 ||
-		cfg.Replace != ReplaceWorst || cfg.Margin != MarginAuto || cfg.MaxDeliver != 3 || cfg.AckWait != 30*time.Second ||
+		cfg.Replace != runstate.ReplaceWorst || cfg.Margin != MarginAuto || cfg.MaxDeliver != 3 || cfg.AckWait != 30*time.Second ||
 		*cfg.ErrorRetries != 1 || *cfg.QuarantineAfter != 3 {
 		t.Errorf("continued with %+v; want the record's settings", cfg)
 	}
@@ -70,14 +72,14 @@ func TestContinueGivenSettings(t *testing.T) {
 		changes string // the changes made, as setting:from:to
 	}{
 		{"the same values", func(c *Config) {
-			c.Budget, c.Seed, c.Init, c.Pool, c.Replace, c.Tournament = 300, new(uint64(7)), 30, 15, ReplaceWorst, 3
+			c.Budget, c.Seed, c.Init, c.Pool, c.Replace, c.Tournament = 300, new(uint64(7)), 30, 15, runstate.ReplaceWorst, 3
 		}, "", ""},
 		{"the same space", func(c *Config) { c.Space = mlpSpace(t) }, "", ""},
 		{"another seed", func(c *Config) { c.Seed = new(uint64(9)) }, "Seed", ""},
 		{"seed 0 is a seed", func(c *Config) { c.Seed = new(uint64(0)) }, "Seed", ""},
 		{"another init", func(c *Config) { c.Init = 20 }, "Init", ""},
 		{"another pool", func(c *Config) { c.Pool = 10 }, "Pool", ""},
-		{"another replace", func(c *Config) { c.Replace = ReplaceOldest }, "Replace", ""},
+		{"another replace", func(c *Config) { c.Replace = runstate.ReplaceOldest }, "Replace", ""},
 		{"another tournament", func(c *Config) { c.Tournament = 2 }, "Tournament", ""},
 		{"another space", func(c *Config) { c.Space = other }, "Space", ""},
 		{"seeded from a run", func(c *Config) { c.SeedsFrom = "old" }, "SeedsFrom", ""},
@@ -87,7 +89,7 @@ func TestContinueGivenSettings(t *testing.T) {
 		{"an ack wait", func(c *Config) { c.AckWait = time.Minute }, "", "ack_wait:30s:1m0s"},
 		{"a redelivery limit", func(c *Config) { c.MaxDeliver = 5 }, "", "max_deliver:3:5"},
 		{"a fail-fast count", func(c *Config) { c.FailFast = 50 }, "", "fail_fast:10:50"},
-		{"fail-fast off", func(c *Config) { c.FailFast = FailFastOff }, "", "fail_fast:10:off"},
+		{"fail-fast off", func(c *Config) { c.FailFast = runstate.FailFastOff }, "", "fail_fast:10:off"},
 		{"the same retries", func(c *Config) { c.ErrorRetries = new(1) }, "", ""},
 		{"other retries", func(c *Config) { c.ErrorRetries = new(2) }, "ErrorRetries", ""},
 		{"retries off", func(c *Config) { c.ErrorRetries = new(0) }, "ErrorRetries", ""},
@@ -142,7 +144,7 @@ func TestContinueGivenSettings(t *testing.T) {
 
 func recordedObjectives(t *testing.T) Objectives {
 	t.Helper()
-	o, err := ObjectivesOf(recorded(t))
+	o, err := runstate.ObjectivesOf(recorded(t))
 	if err != nil {
 		t.Fatal(err)
 	}

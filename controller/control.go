@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"github.com/evoq/evoq/runstate"
 	"slices"
 	"time"
 
@@ -43,7 +44,7 @@ func (c *Controller) heldSlots(id string, p *schema.Presence) []int {
 // choice of which slots to feed, like the tally's quarantine, and decides
 // no result: once another slot succeeds, the tally quarantines the slot
 // for good; if the others fail too, the fail-fast check fails the run.
-func (c *Controller) holdEarly(s SlotHealth) {
+func (c *Controller) holdEarly(s runstate.SlotHealth) {
 	if !c.othersComing() || slices.Contains(c.heldEarly[s.Worker], s.Slot) {
 		return
 	}
@@ -63,11 +64,11 @@ func (c *Controller) holdEarly(s SlotHealth) {
 // if a slot still fails, its next failure continues its run of failures
 // and quarantines it again. The controller and `evoq status` both apply
 // this.
-func HeldSlots(t *Tally, worker string, p *schema.Presence) []int {
+func HeldSlots(t *runstate.Tally, worker string, p *schema.Presence) []int {
 	var out []int
 	for _, i := range t.QuarantinedSlots(worker) {
 		s, _ := t.Slot(worker, i)
-		if stillHeld(p, s.LastFailure) {
+		if runstate.StillHeld(p, s.LastFailure) {
 			out = append(out, i)
 		}
 	}
@@ -77,26 +78,26 @@ func HeldSlots(t *Tally, worker string, p *schema.Presence) []int {
 // onSlotEvents acts on the changes in slot health the last result brought.
 // Replayed results bring none of this: noteQuarantined sums them up after
 // replay.
-func (c *Controller) onSlotEvents(evs []SlotEvent) {
+func (c *Controller) onSlotEvents(evs []runstate.SlotEvent) {
 	if !c.live {
 		return
 	}
 	for _, ev := range evs {
 		s := ev.Slot
 		switch ev.Kind {
-		case SlotSuspect:
+		case runstate.SlotSuspect:
 			if c.othersComing() {
 				c.holdEarly(s)
 				continue
 			}
 			c.log.WithFields(slotFields(s)).WithField("advice", "if every slot fails alike, check the workers' evaluator command and its environment on every node").
 				Warn("slot failed its last designs, and no other slot has succeeded yet: not quarantined, since the evaluator or the search space may be at fault")
-		case SlotQuarantined:
+		case runstate.SlotQuarantined:
 			c.warnQuarantined(s, "slot quarantined: it failed its last designs while other slots succeed")
 			c.sendControl(s.Worker, nil, true)
-		case SlotStillFailing:
+		case runstate.SlotStillFailing:
 			c.sendControl(s.Worker, nil, false)
-		case SlotRecovered:
+		case runstate.SlotRecovered:
 			c.log.WithFields(slotFields(s)).Info("quarantined slot succeeded: no longer quarantined")
 		}
 	}
@@ -104,7 +105,7 @@ func (c *Controller) onSlotEvents(evs []SlotEvent) {
 
 // warnQuarantined says which slot is quarantined, why, and what to do, in
 // the idle alarm's manner.
-func (c *Controller) warnQuarantined(s SlotHealth, msg string) {
+func (c *Controller) warnQuarantined(s runstate.SlotHealth, msg string) {
 	f := slotFields(s)
 	f["quarantined_slots"] = len(c.fold.Tally().QuarantinedSlots(s.Worker))
 	if w, ok := c.slots.workers[s.Worker]; ok {
@@ -116,9 +117,9 @@ func (c *Controller) warnQuarantined(s SlotHealth, msg string) {
 }
 
 // slotFields name a slot and its last failure for a log line.
-func slotFields(s SlotHealth) logrus.Fields {
+func slotFields(s runstate.SlotHealth) logrus.Fields {
 	f := logrus.Fields{"worker": s.Worker, "host": s.Host, "slot": s.Slot, "failures_in_a_row": s.Failures,
-		"last_error": ErrorGist(s.LastError)}
+		"last_error": runstate.ErrorGist(s.LastError)}
 	if s.GPU != "" {
 		f["gpu"] = s.GPU
 	}

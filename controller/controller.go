@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"slices"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ type Controller struct {
 	// built when it does.
 	debug bool
 
-	fold       *Fold
+	fold       *runstate.Fold
 	lease      *lease
 	leaseLost  chan error
 	record     *schema.Run     // the run's record when this controller started; nil for a new run
@@ -57,7 +58,7 @@ type Controller struct {
 	limitsFor  int // live slots the consumer's limits were last checked for
 	// The fail-fast check (see FailFast): its window starts after stream
 	// sequence failFrom; failure is its verdict once the run failed.
-	failFast *FailFast
+	failFast *runstate.FailFast
 	failFrom uint64
 	madeUp   int // designs of the budget made up for failed starts
 	failure  *schema.Failure
@@ -328,8 +329,8 @@ func (c *Controller) declareRun(ctx context.Context) error {
 // the settings resolved against the run's record: the fold and the
 // fail-fast check.
 func (c *Controller) initState() {
-	c.fold = NewFoldFor(NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace, c.cfg.Objectives, c.cfg.HVRef)
-	c.failFast = NewFailFast(c.cfg.FailFast, c.failFrom)
+	c.fold = runstate.NewFoldFor(runstate.NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace, c.cfg.Objectives, c.cfg.HVRef)
+	c.failFast = runstate.NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 
 // StartRetry bounds the retries of the controller's first requests to the

@@ -10,14 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/sirupsen/logrus"
 )
 
 // bundle is what a controller test needs: a real embedded broker, a
@@ -222,9 +225,9 @@ func (bu *bundle) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // replay folds results as a restarted controller would.
-func replay(results []*schema.Result, cfg Config) *Fold {
+func replay(results []*schema.Result, cfg Config) *runstate.Fold {
 	cfg = cfg.withDefaults()
-	f := NewFold(NewTally(cfg.Run, cfg.Budget, cfg.Rules()), cfg.Init, cfg.Pool, cfg.Replace)
+	f := runstate.NewFold(runstate.NewTally(cfg.Run, cfg.Budget, cfg.Rules()), cfg.Init, cfg.Pool, cfg.Replace)
 	for _, r := range results {
 		f.Apply(r, nil)
 	}
@@ -359,10 +362,10 @@ func TestControllerRun(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		replace Replace
+		replace runstate.Replace
 	}{
-		{"replace worst", ReplaceWorst},
-		{"replace oldest", ReplaceOldest},
+		{"replace worst", runstate.ReplaceWorst},
+		{"replace oldest", runstate.ReplaceOldest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

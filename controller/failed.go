@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"strconv"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // judge runs the fail-fast check on a result just applied to the fold.
-func (c *Controller) judge(m resultMsg, v Verdict) {
+func (c *Controller) judge(m resultMsg, v runstate.Verdict) {
 	if c.failure != nil {
 		return
 	}
@@ -83,7 +84,7 @@ func (c *Controller) fail(ctx context.Context) error {
 		return fmt.Errorf("record the run as failed: %w", err)
 	}
 	c.stopResults()
-	return &FailedError{Run: c.cfg.Run, Failure: *f}
+	return &runstate.FailedError{Run: c.cfg.Run, Failure: *f}
 }
 
 // continueFailed continues a run that failed fast. The check's window
@@ -101,9 +102,9 @@ func (c *Controller) continueFailed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := &MakeUp{From: c.record.FailFastFrom, To: last}
+	m := &runstate.MakeUp{From: c.record.FailFastFrom, To: last}
 	if last > m.From {
-		t := NewTally(c.cfg.Run, c.record.Budget, RulesOf(c.record))
+		t := runstate.NewTally(c.cfg.Run, c.record.Budget, runstate.RulesOf(c.record))
 		err = broker.ReadResults(ctx, c.js, c.cfg.Run, func(seq uint64, _ time.Time, r *schema.Result, err error) error {
 			m.Add(seq, r, t.Judge(r, err))
 			if seq >= last {

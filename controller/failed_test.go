@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
@@ -36,15 +38,15 @@ func TestControllerFailsFast(t *testing.T) {
 	done := bu.start(t, bu.ctx, cfg)
 	w := bu.worker(t, run, "bad", 2, broken{}, 0)
 	o := bu.wait(t, done)
-	var fe *FailedError
-	want := schema.Failure{Attempts: FailFastDefault, StreamSeq: FailFastDefault, Error: notFound, Count: FailFastDefault}
-	if !errors.As(o.err, &fe) || !errors.Is(o.err, ErrFailed) || fe.Failure != want {
+	var fe *runstate.FailedError
+	want := schema.Failure{Attempts: runstate.FailFastDefault, StreamSeq: runstate.FailFastDefault, Error: notFound, Count: runstate.FailFastDefault}
+	if !errors.As(o.err, &fe) || !errors.Is(o.err, runstate.ErrFailed) || fe.Failure != want {
 		t.Fatalf("Run = %v; want a FailedError with %+v", o.err, want)
 	}
 	rec := bu.runPhase(t, run)
-	if rec.Phase != schema.PhaseFailed || rec.Failure == nil || *rec.Failure != want || rec.FailFast != FailFastDefault || rec.FailFastFrom != 0 {
+	if rec.Phase != schema.PhaseFailed || rec.Failure == nil || *rec.Failure != want || rec.FailFast != runstate.FailFastDefault || rec.FailFastFrom != 0 {
 		t.Fatalf("run record: phase %s, failure %+v, fail-fast %d from %d; want failed, %+v, %d from 0",
-			rec.Phase, rec.Failure, rec.FailFast, rec.FailFastFrom, want, FailFastDefault)
+			rec.Phase, rec.Failure, rec.FailFast, rec.FailFastFrom, want, runstate.FailFastDefault)
 	}
 	select {
 	case <-w.Done():
@@ -57,7 +59,7 @@ func TestControllerFailsFast(t *testing.T) {
 
 	// What a restart replays reaches the verdict the run recorded.
 	first := bu.results(t, run)
-	tally, check := NewTally(run, rec.Budget, RulesOf(rec)), NewFailFast(rec.FailFast, rec.FailFastFrom)
+	tally, check := runstate.NewTally(run, rec.Budget, runstate.RulesOf(rec)), runstate.NewFailFast(rec.FailFast, rec.FailFastFrom)
 	var replayed *schema.Failure
 	madeUp := 0
 	for i, r := range first {
@@ -65,7 +67,7 @@ func TestControllerFailsFast(t *testing.T) {
 		if f := check.Observe(uint64(i+1), r, v, tally.Counted() >= rec.Budget); f != nil {
 			replayed = f
 		}
-		if v == Counted && r.Status == schema.StatusError {
+		if v == runstate.Counted && r.Status == schema.StatusError {
 			madeUp++
 		}
 	}

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // leases declares the buckets on a fresh broker and returns the lease

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
@@ -115,10 +116,10 @@ func (c *Controller) apply(m resultMsg) {
 	}
 	v := c.fold.Apply(m.res, m.err)
 	c.judge(m, v)
-	if v != Malformed {
+	if v != runstate.Malformed {
 		c.ckpt.result(m.res, v, c.fold, c.live)
 	}
-	if v == Malformed {
+	if v == runstate.Malformed {
 		f := logrus.Fields{"stream_seq": m.seq}
 		if m.res != nil {
 			f["design"] = m.res.DesignID
@@ -131,12 +132,12 @@ func (c *Controller) apply(m resultMsg) {
 	c.checkInert()
 	c.onSlotEvents(c.fold.Tally().SlotEvents())
 	switch v {
-	case Retried:
+	case runstate.Retried:
 		c.noteRetried(m.res)
-	case Foreign:
+	case runstate.Foreign:
 		c.log.WithFields(logrus.Fields{"design": m.res.DesignID, "stream_seq": m.seq}).
 			Warn("ignoring a result for a design that is not this run's or lies beyond its budget")
-	case Counted:
+	case runstate.Counted:
 		delete(c.retries, m.res.Design.Seq)
 		if m.res.Design.Seq > c.published {
 			c.ahead++

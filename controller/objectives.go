@@ -5,16 +5,13 @@ import (
 	"math"
 	"strings"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
 // Objectives are what a run optimizes and the constraints on it (see
 // pareto.Objectives).
-type Objectives = pareto.Objectives
-
-// ObjectivesOf reads a run's recorded objectives.
-func ObjectivesOf(rec *schema.Run) (Objectives, error) { return pareto.ObjectivesOf(rec) }
+type Objectives = runstate.Objectives
 
 // validate checks o and a reference point given for it.
 func validateObjectives(o Objectives, ref []float64) error {

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/internal/pareto"
 	"github.com/evoq/evoq/schema"
 )
@@ -54,10 +56,10 @@ func TestParetoFold(t *testing.T) {
 	t.Parallel()
 	o := objectives(t, "f1:min,f2:min")
 	results := zdtResults(400, 1)
-	fold := func() *Fold {
-		f := NewFoldFor(NewTally("t", 1<<30, Rules{}), 20, 30, ReplaceWorst, o, nil)
+	fold := func() *runstate.Fold {
+		f := runstate.NewFoldFor(runstate.NewTally("t", 1<<30, runstate.Rules{}), 20, 30, runstate.ReplaceWorst, o, nil)
 		for _, r := range results {
-			if v := f.Apply(r, nil); v != Counted {
+			if v := f.Apply(r, nil); v != runstate.Counted {
 				t.Fatalf("result %d: %v", r.Design.Seq, v)
 			}
 		}
@@ -115,7 +117,7 @@ func TestParetoFold(t *testing.T) {
 			v := r.Metrics["f"+string(rune('1'+m))].(float64)
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		if want := hi + HVMargin*(hi-lo); ref[m] != want {
+		if want := hi + runstate.HVMargin*(hi-lo); ref[m] != want {
 			t.Errorf("reference point %v; objective %d wants %v", ref, m, want)
 		}
 	}
@@ -143,7 +145,7 @@ func TestParetoFold(t *testing.T) {
 // comes with it.
 func TestParetoReference(t *testing.T) {
 	t.Parallel()
-	f := NewFoldFor(NewTally("t", 1<<30, Rules{}), 5, 10, ReplaceWorst, objectives(t, "fitness:max,params:min"), []float64{0, 100})
+	f := runstate.NewFoldFor(runstate.NewTally("t", 1<<30, runstate.Rules{}), 5, 10, runstate.ReplaceWorst, objectives(t, "fitness:max,params:min"), []float64{0, 100})
 	if _, _, ok := f.Hypervolume(); !ok {
 		t.Fatal("no hypervolume with a given reference point")
 	}
@@ -154,7 +156,7 @@ func TestParetoReference(t *testing.T) {
 	if !reflect.DeepEqual(ref, []float64{0, 100}) || math.Abs(hv-31) > 1e-9 {
 		t.Errorf("hypervolume %v from %v; want 31 from [0 100]", hv, ref)
 	}
-	z := NewFoldFor(NewTally("t", 1<<30, Rules{}), 5, 100, ReplaceWorst, objectives(t, "f1:min,f2:min"), []float64{1.1, 1.1})
+	z := runstate.NewFoldFor(runstate.NewTally("t", 1<<30, runstate.Rules{}), 5, 100, runstate.ReplaceWorst, objectives(t, "f1:min,f2:min"), []float64{1.1, 1.1})
 	for _, r := range zdtResults(50, 2) {
 		z.Apply(r, nil)
 	}
@@ -168,7 +170,7 @@ func TestParetoReference(t *testing.T) {
 // one, and of two infeasible ones the smaller violation first.
 func TestParetoConstraint(t *testing.T) {
 	t.Parallel()
-	f := NewFoldFor(NewTally("t", 1<<30, Rules{}), 1, 2, ReplaceWorst, objectives(t, "fitness:max", "params<=100"), nil)
+	f := runstate.NewFoldFor(runstate.NewTally("t", 1<<30, runstate.Rules{}), 1, 2, runstate.ReplaceWorst, objectives(t, "fitness:max", "params<=100"), nil)
 	f.Apply(withMetrics(1, 0.99, map[string]any{"params": 500}), nil) // infeasible, best fitness
 	f.Apply(withMetrics(2, 0.98, map[string]any{"params": 150}), nil) // infeasible, smaller violation
 	if ev := f.Evicted(); ev != "" {
@@ -196,8 +198,8 @@ func TestParetoConstraint(t *testing.T) {
 // worker that checks the objectives makes it an error result first.
 func TestParetoUnmeasured(t *testing.T) {
 	t.Parallel()
-	f := NewFoldFor(NewTally("t", 1<<30, Rules{}), 1, 5, ReplaceWorst, objectives(t, "fitness:max,params:min"), nil)
-	if v := f.Apply(withMetrics(1, 0.5, map[string]any{"other": 1}), nil); v != Counted {
+	f := runstate.NewFoldFor(runstate.NewTally("t", 1<<30, runstate.Rules{}), 1, 5, runstate.ReplaceWorst, objectives(t, "fitness:max,params:min"), nil)
+	if v := f.Apply(withMetrics(1, 0.5, map[string]any{"other": 1}), nil); v != runstate.Counted {
 		t.Fatalf("verdict %v", v)
 	}
 	if f.Terminal() != 1 || f.Pool().Len() != 0 || f.Unmeasured() != 1 {
@@ -212,7 +214,7 @@ func TestParetoUnmeasured(t *testing.T) {
 func TestVary(t *testing.T) {
 	t.Parallel()
 	sp := mlpSpace(t)
-	f := testFold(10, 10, ReplaceWorst)
+	f := testFold(10, 10, runstate.ReplaceWorst)
 	for i := range 10 {
 		r := result(uint64(i+1), schema.StatusOK, float64(i))
 		r.Design.Genome = sp.Random(rand.New(rand.NewPCG(9, uint64(i))))
@@ -268,8 +270,8 @@ func TestParetoConfig(t *testing.T) {
 		field string
 	}{
 		{"valid", func(*Config) {}, ""},
-		{"oldest with two objectives", func(c *Config) { c.Replace = ReplaceOldest }, "Replace"},
-		{"oldest with fitness alone", func(c *Config) { c.Replace, c.Objectives = ReplaceOldest, Objectives{} }, ""},
+		{"oldest with two objectives", func(c *Config) { c.Replace = runstate.ReplaceOldest }, "Replace"},
+		{"oldest with fitness alone", func(c *Config) { c.Replace, c.Objectives = runstate.ReplaceOldest, Objectives{} }, ""},
 		{"a reference point short", func(c *Config) { c.HVRef = []float64{1} }, "HVRef"},
 		{"a reference point not finite", func(c *Config) { c.HVRef = []float64{1, math.Inf(1)} }, "HVRef"},
 		{"crossover above 1", func(c *Config) { c.Crossover = new(1.5) }, "Crossover"},

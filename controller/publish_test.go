@@ -3,8 +3,9 @@ package controller
 import (
 	"testing"
 
-	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/evoq/evoq/schema"
 )
 
 // TestPublishWindows publishes more designs than PublishWindow (and than

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/internal/evaluators"
-	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
+
+	"github.com/evoq/evoq/internal/evaluators"
+	"github.com/evoq/evoq/schema"
 )
 
 // A consumer of the results stream that stops delivering (its node died

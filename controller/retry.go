@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"slices"
 
 	"github.com/evoq/evoq/schema"
@@ -36,7 +37,7 @@ func (c *Controller) noteRetried(r *schema.Result) {
 		return
 	}
 	c.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "worker": r.Worker, "host": r.Host,
-		"slot": r.Slot, "gpu": r.GPU, "attempt": r.Attempt, "retry": f.N, "error": ErrorGist(r.Error)}).
+		"slot": r.Slot, "gpu": r.GPU, "attempt": r.Attempt, "retry": f.N, "error": runstate.ErrorGist(r.Error)}).
 		Info("design failed; retrying it on another worker")
 }
 
@@ -80,7 +81,7 @@ func (c *Controller) retryDesign(seq uint64) *schema.Design {
 // else anywhere goes, since a retry that no slot takes would wait for
 // ever. Two workers on one host (one per GPU group, say) share what breaks
 // a host, so another host is the better bet.
-func (c *Controller) avoid(f *Failures) (hosts, workers []string) {
+func (c *Controller) avoid(f *runstate.Failures) (hosts, workers []string) {
 	if f == nil {
 		return nil, nil
 	}

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/schema"
-	"github.com/evoq/evoq/worker"
 	"github.com/nats-io/nats.go/jetstream"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/worker"
 )
 
 // brokenGPU fails every design at once, as an evaluator on a node with a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"io"
 	"sort"
 	"time"
@@ -48,7 +49,7 @@ func SeedsFrom(ctx context.Context, js jetstream.JetStream, run string, sp *spac
 	if rec == nil {
 		return nil, fmt.Errorf("run %s: no such run on this broker: %w", run, ErrNoSeeds)
 	}
-	fold := NewFold(NewTally(run, rec.Budget, RulesOf(rec)), 1, n, ReplaceWorst)
+	fold := runstate.NewFold(runstate.NewTally(run, rec.Budget, runstate.RulesOf(rec)), 1, n, runstate.ReplaceWorst)
 	err = broker.ReadResults(ctx, js, run, func(_ uint64, _ time.Time, r *schema.Result, err error) error {
 		fold.Apply(r, err)
 		return nil
@@ -56,7 +57,7 @@ func SeedsFrom(ctx context.Context, js jetstream.JetStream, run string, sp *spac
 	if err != nil {
 		return nil, fmt.Errorf("read the results of run %s: %w", run, err)
 	}
-	members := append([]Member(nil), fold.Pool().Members()...)
+	members := append([]runstate.Member(nil), fold.Pool().Members()...)
 	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
 	var seeds []map[string]any
 	for _, m := range members {

@@ -243,3 +243,10 @@ func (t *slotTracker) MaxLive() int {
 
 // FirstLive is when a slot was first live; zero while none has been.
 func (t *slotTracker) FirstLive() time.Time { return t.firstLive }
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

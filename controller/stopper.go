@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,7 @@ type stopper struct {
 	reported func()
 
 	mu        sync.Mutex
-	rungs     *Rungs
+	rungs     *runstate.Rungs
 	folded    uint64 // stream sequence of the last report folded
 	decisions map[uint64]schema.Decision
 	order     []uint64 // keys of decisions, oldest first
@@ -58,7 +59,7 @@ type waitingAsk struct {
 }
 
 func newStopper(js jetstream.JetStream, run string, rule *schema.EarlyStop, log logrus.FieldLogger, reported func()) *stopper {
-	return &stopper{js: js, run: run, log: log, reported: reported, rungs: NewRungs(run, rule),
+	return &stopper{js: js, run: run, log: log, reported: reported, rungs: runstate.NewRungs(run, rule),
 		decisions: map[uint64]schema.Decision{}, waiting: map[uint64][]waitingAsk{}}
 }
 
@@ -217,15 +218,15 @@ func (s *stopper) prune(now time.Time) {
 
 // EarlyStopSummary is what the run's early-stopping rule did.
 type EarlyStopSummary struct {
-	Rule    string      `json:"rule"`
-	Reports int         `json:"reports"`
-	Stops   int         `json:"stops"`
-	Digest  string      `json:"rungs_digest"`
-	Rungs   []RungStats `json:"rungs"`
+	Rule    string               `json:"rule"`
+	Reports int                  `json:"reports"`
+	Stops   int                  `json:"stops"`
+	Digest  string               `json:"rungs_digest"`
+	Rungs   []runstate.RungStats `json:"rungs"`
 }
 
 // Summarize is the rule's summary from rungs.
-func Summarize(g *Rungs) *EarlyStopSummary {
+func Summarize(g *runstate.Rungs) *EarlyStopSummary {
 	return &EarlyStopSummary{Rule: EarlyStopText(g.Rule()), Reports: g.Reports(), Stops: g.Stops(), Digest: g.Digest(), Rungs: g.Stats()}
 }
 

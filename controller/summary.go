@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"github.com/evoq/evoq/runstate"
 	"math"
 	"time"
 
@@ -119,7 +120,7 @@ type FrontMember struct {
 // run of a built-in problem whose front is known (its search space is
 // named zdt1 or zdt2, its objectives f1:min,f2:min), it has the
 // hypervolume's ratio to the true front's.
-func ParetoOf(f *Fold, space string) *Pareto {
+func ParetoOf(f *runstate.Fold, space string) *Pareto {
 	if !f.Pool().Ranked() {
 		return nil
 	}
@@ -246,7 +247,7 @@ func (c *Controller) workTime(now time.Time) (wall, wait time.Duration, ok bool)
 // share, rounded as both print them: the slots used, util_steady and
 // idle_before_first. They come from the counted results alone, so a
 // replay of the results stream gives the summary's.
-func SteadyFigures(st *Stats) (slotsUsed int, util, beforeFirst float64) {
+func SteadyFigures(st *runstate.Stats) (slotsUsed int, util, beforeFirst float64) {
 	return st.SlotsUsed(), round(st.Utilization(), 4), round(st.BeforeFirst(), 4)
 }
 

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A controller restarted on a run whose whole budget was already published
@@ -97,7 +100,7 @@ func storeByHand(t *testing.T, bu *bundle, cons jetstream.Consumer, fitness floa
 // slots live at once are at least those the results show.
 func TestSummaryUtilizationSlots(t *testing.T) {
 	t.Parallel()
-	f := testFold(1, 5, ReplaceWorst)
+	f := testFold(1, 5, runstate.ReplaceWorst)
 	for seq := uint64(1); seq <= 8; seq++ {
 		r := result(seq, schema.StatusOK, 1)
 		// Slots 0..3 each run 0..10 s, then 10..20 s: the last start is at

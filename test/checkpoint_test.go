@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/checkpoint"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -69,7 +69,7 @@ func listed(t *testing.T, s checkpoint.Store) []string {
 	return ids
 }
 
-func poolIDs(f *controller.Fold) []string {
+func poolIDs(f *runstate.Fold) []string {
 	var ids []string
 	for _, m := range f.Pool().Members() {
 		ids = append(ids, m.Design.ID)
@@ -143,7 +143,7 @@ func TestCheckpoints(t *testing.T) {
 			b := testutil.StartBrokerDir(t, dir)
 			results := storedResults(t, b.JS, run)
 			checkOneResultEach(t, results, budget)
-			f := fold(results, run, budget, init, pool, controller.ReplaceWorst)
+			f := fold(results, run, budget, init, pool, runstate.ReplaceWorst)
 			cs := checkpointStore(t, b, run)
 			if got, want := listed(t, cs), poolIDs(f); !slices.Equal(got, want) {
 				t.Fatalf("the store holds %v; want exactly the pool %v", got, want)
@@ -219,7 +219,7 @@ func TestCheckpoints(t *testing.T) {
 			firstRun := len(results)
 			b = testutil.StartBrokerDir(t, dir)
 			results = storedResults(t, b.JS, run)
-			f = fold(results, run, more, init, pool, controller.ReplaceWorst)
+			f = fold(results, run, more, init, pool, runstate.ReplaceWorst)
 			if f.Terminal() != more || f.Count(schema.StatusOK) != more {
 				t.Fatalf("the continued run's results count %d designs, %d ok; want %d ok", f.Terminal(), f.Count(schema.StatusOK), more)
 			}

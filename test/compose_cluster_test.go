@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,7 +107,7 @@ func TestComposeClusterFailover(t *testing.T) {
 
 	results := clusterResults(t, js, s.Run)
 	checkDesigns(t, results, clusterBudget)
-	f := fold(results, s.Run, clusterBudget, clusterInit, clusterPool, controller.ReplaceWorst)
+	f := fold(results, s.Run, clusterBudget, clusterInit, clusterPool, runstate.ReplaceWorst)
 	if f.Terminal() != clusterBudget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("stored results: %d designs with a terminal result, pool digest %s; want %d, %s (the controller's)",
 			f.Terminal(), f.Pool().Digest(), clusterBudget, s.PoolDigest)

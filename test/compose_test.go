@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // composeBudget makes the run last about 40 s on 2 workers of 2 slots with
@@ -188,7 +189,7 @@ func (c *compose) checkStore(t *testing.T, s *controller.Summary) {
 	}
 	results := readResults(t, dir, s.Run)
 	checkDesigns(t, results, composeBudget)
-	if f := fold(results, s.Run, composeBudget, 40, 20, controller.ReplaceWorst); f.Terminal() != composeBudget || f.Pool().Digest() != s.PoolDigest {
+	if f := fold(results, s.Run, composeBudget, 40, 20, runstate.ReplaceWorst); f.Terminal() != composeBudget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("store: %d designs with a terminal result, pool digest %s; want %d, %s (the controller's)",
 			f.Terminal(), f.Pool().Digest(), composeBudget, s.PoolDigest)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -93,7 +93,7 @@ func TestEarlyStopAtTheEnd(t *testing.T) {
 
 			// The rule again over the stored reports, their marks taken
 			// off: which designs it would have stopped at their last report.
-			shadow := controller.NewRungs(run, &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3})
+			shadow := runstate.NewRungs(run, &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3})
 			wouldStop := map[string]bool{}
 			lastOf := map[string]*schema.Report{}
 			for _, rep := range reports {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -110,7 +111,7 @@ echo '{"fitness": 0.5}'`
 			t.Errorf("design %d: counted result %s (%s), want ok", seq, rs[0].Status, rs[0].Error)
 		}
 	}
-	f := fold(results, run, budget, 4, 4, controller.ReplaceWorst)
+	f := fold(results, run, budget, 4, 4, runstate.ReplaceWorst)
 	if f.Terminal() != budget || f.Count(schema.StatusLost) != 1 || len(seqs) != budget {
 		t.Errorf("replayed fold: %d terminal, %d lost, %d designs with results; want %d, 1, %d", f.Terminal(),
 			f.Count(schema.StatusLost), len(seqs), budget, budget)

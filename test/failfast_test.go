@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,8 +53,8 @@ func TestFailFastBrokenEvaluator(t *testing.T) {
 	}
 	failedRun := replayFailFast(t, dir)
 	f := failedRun.Failure
-	if failedRun.Phase != schema.PhaseFailed || failedRun.FailFast != "failed" || f == nil || f.Attempts != controller.FailFastDefault ||
-		f.StreamSeq != controller.FailFastDefault || !strings.Contains(f.Error, "nonexistent-prog: not found") {
+	if failedRun.Phase != schema.PhaseFailed || failedRun.FailFast != "failed" || f == nil || f.Attempts != runstate.FailFastDefault ||
+		f.StreamSeq != runstate.FailFastDefault || !strings.Contains(f.Error, "nonexistent-prog: not found") {
 		t.Fatalf("replay of the failed run: %+v, failure %+v; want phase failed, decided at the 10th result, quoting the shell", failedRun, f)
 	}
 
@@ -85,20 +86,20 @@ func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *c
 	t.Helper()
 	results := readResults(t, dir, run)
 	total := budget + s.Error
-	tally := controller.NewTally(run, total, controller.RulesOf(readRecord(t, dir, run)))
+	tally := runstate.NewTally(run, total, runstate.RulesOf(readRecord(t, dir, run)))
 	// errs are the failed start's error attempts, countedErrs those that
 	// counted: with retries, a design's first failure is retried, not
 	// counted, and the continued run evaluates it again.
 	errs, countedErrs, counted := 0, 0, map[uint64]int{}
 	for i, r := range results {
 		v := tally.Judge(r, nil)
-		if v == controller.Counted {
+		if v == runstate.Counted {
 			counted[r.Design.Seq]++
 		}
 		if r.Status != schema.StatusError {
 			continue
 		}
-		if v == controller.Counted {
+		if v == runstate.Counted {
 			countedErrs++
 		}
 		errs++
@@ -108,8 +109,8 @@ func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *c
 	}
 	// After its 10th result the failed start publishes nothing more: only
 	// the designs already handed out can still end in error.
-	if most := controller.FailFastDefault + slots + controller.MarginFor(slots); errs < controller.FailFastDefault || errs > most {
-		t.Errorf("the failed start stored %d errors; want %d to %d", errs, controller.FailFastDefault, most)
+	if most := runstate.FailFastDefault + slots + controller.MarginFor(slots); errs < runstate.FailFastDefault || errs > most {
+		t.Errorf("the failed start stored %d errors; want %d to %d", errs, runstate.FailFastDefault, most)
 	}
 	if countedErrs != s.Error || len(counted) != total || tally.Counted() != total {
 		t.Errorf("%d counted error results (of %d error attempts), %d designs counted of %d; want %d errors and every design once",
@@ -143,7 +144,7 @@ func TestFailFastStandaloneWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After its 10th result the controller publishes nothing more.
-	if n := subjectCount(t, js, "apart"); n > controller.FailFastDefault+2+controller.MarginFor(2) {
+	if n := subjectCount(t, js, "apart"); n > runstate.FailFastDefault+2+controller.MarginFor(2) {
 		t.Errorf("%d results stored; the run should have stopped at its 10th", n)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -286,7 +286,7 @@ func TestFailoverClusterLeaderKilled(t *testing.T) {
 	// Nothing lost, nothing counted twice, nothing published twice.
 	results := clusterResults(t, js, run)
 	checkDesigns(t, results, failoverBudget)
-	f := fold(results, run, failoverBudget, failoverInit, failoverPool, controller.ReplaceWorst)
+	f := fold(results, run, failoverBudget, failoverInit, failoverPool, runstate.ReplaceWorst)
 	if f.Terminal() != failoverBudget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("stored results: %d designs with a terminal result, pool digest %s; want %d, %s (the controller's)",
 			f.Terminal(), f.Pool().Digest(), failoverBudget, s.PoolDigest)
@@ -294,7 +294,7 @@ func TestFailoverClusterLeaderKilled(t *testing.T) {
 	if d := liveStreamInfo(js, schema.DesignStream); d == nil || d.State.LastSeq != failoverBudget {
 		t.Errorf("the design queue: %+v; want %d designs ever stored: a design was published twice or skipped", d, failoverBudget)
 	}
-	digests := checkDigests(t, results, ctl.stderr.String(), run, failoverBudget, failoverInit, failoverPool, controller.ReplaceWorst)
+	digests := checkDigests(t, results, ctl.stderr.String(), run, failoverBudget, failoverInit, failoverPool, runstate.ReplaceWorst)
 	// w3 knew only the dead node: results after the kill show it failed over.
 	after := 0
 	for _, r := range results {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -79,7 +79,7 @@ func TestControllerWithEmbeddedBrokerKilled(t *testing.T) {
 	if ctl.kills == 0 {
 		t.Fatal("the run ended before the controller could be killed")
 	}
-	v := verifyRun(t, dir, run, budget, controller.ReplaceWorst, 10, 5, ctl.output())
+	v := verifyRun(t, dir, run, budget, runstate.ReplaceWorst, 10, 5, ctl.output())
 	results := readResults(t, dir, run)
 	if n := heldResults(results, down); n == 0 {
 		t.Errorf("no result finished while the broker was down; the test did not exercise held results")
@@ -122,7 +122,7 @@ func TestStandaloneBrokerKilled(t *testing.T) {
 		t.Fatalf("run ended with %d evaluations after %d broker kills, want %d and at least one", s.Evaluations, brk.kills, budget)
 	}
 	brk.stop()
-	v := verifyRun(t, dir, run, budget, controller.ReplaceWorst, 10, 5, ctl.output())
+	v := verifyRun(t, dir, run, budget, runstate.ReplaceWorst, 10, 5, ctl.output())
 	results := readResults(t, dir, run)
 	if n := heldResults(results, down); n == 0 {
 		t.Errorf("no result finished while the broker was down; the test did not exercise held results")
@@ -259,7 +259,7 @@ func TestDuplicateResultsCountOnce(t *testing.T) {
 		t.Errorf("%d designs with two results, want 1 (the frozen worker's own result was not stored?)\nworker a:\n%s",
 			twice, tail(a.stderr.String(), 2000))
 	}
-	f := fold(results, run, budget, 4, 4, controller.ReplaceWorst)
+	f := fold(results, run, budget, 4, 4, runstate.ReplaceWorst)
 	if s.Evaluations != budget || f.Terminal() != budget || len(results) != budget+1 {
 		t.Errorf("summary %d evaluations, replayed fold %d terminal, %d results stored; want %d, %d, %d",
 			s.Evaluations, f.Terminal(), len(results), budget, budget, budget+1)

@@ -20,6 +20,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -172,12 +173,12 @@ func subjectCount(t *testing.T, js jetstream.JetStream, run string) int {
 
 // defaultRules are the counting rules of a run started without
 // --error-retries and --quarantine-after.
-var defaultRules = controller.Rules{ErrorRetries: controller.ErrorRetriesDefault, QuarantineAfter: controller.QuarantineAfterDefault}
+var defaultRules = runstate.Rules{ErrorRetries: controller.ErrorRetriesDefault, QuarantineAfter: controller.QuarantineAfterDefault}
 
 // fold replays results into a fresh fold, counting them as the controller
 // of run with budget and the default rules does.
-func fold(results []*schema.Result, run string, budget, init, pool int, replace controller.Replace) *controller.Fold {
-	f := controller.NewFold(controller.NewTally(run, budget, defaultRules), init, pool, replace)
+func fold(results []*schema.Result, run string, budget, init, pool int, replace runstate.Replace) *runstate.Fold {
+	f := runstate.NewFold(runstate.NewTally(run, budget, defaultRules), init, pool, replace)
 	for _, r := range results {
 		f.Apply(r, nil)
 	}

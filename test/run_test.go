@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -157,11 +157,11 @@ func checkCommandResult(t *testing.T, r *schema.Result) {
 func TestReplacePolicies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		replace controller.Replace
-		expect  func([]controller.Member, int) []controller.Member
+		replace runstate.Replace
+		expect  func([]runstate.Member, int) []runstate.Member
 	}{
-		{controller.ReplaceWorst, fittest},
-		{controller.ReplaceOldest, latest},
+		{runstate.ReplaceWorst, fittest},
+		{runstate.ReplaceOldest, latest},
 	} {
 		t.Run(string(tc.replace), func(t *testing.T) {
 			t.Parallel()
@@ -183,16 +183,16 @@ func TestReplacePolicies(t *testing.T) {
 
 // okMembers are the ok results as pool candidates, in stream order, once
 // per design.
-func okMembers(results []*schema.Result) []controller.Member {
+func okMembers(results []*schema.Result) []runstate.Member {
 	seen := map[string]bool{}
-	var ms []controller.Member
+	var ms []runstate.Member
 	for _, r := range results {
 		if seen[r.DesignID] {
 			continue
 		}
 		seen[r.DesignID] = true
 		if r.Status == schema.StatusOK {
-			ms = append(ms, controller.Member{Design: r.Design, Fitness: r.Fitness})
+			ms = append(ms, runstate.Member{Design: r.Design, Fitness: r.Fitness})
 		}
 	}
 	return ms
@@ -200,7 +200,7 @@ func okMembers(results []*schema.Result) []controller.Member {
 
 // fittest is what replace-worst keeps: the n best, a later one winning a
 // tie, in arrival order.
-func fittest(ms []controller.Member, n int) []controller.Member {
+func fittest(ms []runstate.Member, n int) []runstate.Member {
 	idx := make([]int, len(ms))
 	for i := range idx {
 		idx[i] = i
@@ -213,7 +213,7 @@ func fittest(ms []controller.Member, n int) []controller.Member {
 	})
 	keep := idx[:min(n, len(idx))]
 	sort.Ints(keep)
-	out := make([]controller.Member, len(keep))
+	out := make([]runstate.Member, len(keep))
 	for i, k := range keep {
 		out[i] = ms[k]
 	}
@@ -221,9 +221,9 @@ func fittest(ms []controller.Member, n int) []controller.Member {
 }
 
 // latest is what replace-oldest keeps: the last n.
-func latest(ms []controller.Member, n int) []controller.Member { return ms[max(0, len(ms)-n):] }
+func latest(ms []runstate.Member, n int) []runstate.Member { return ms[max(0, len(ms)-n):] }
 
-func sameMembers(a, b []controller.Member) bool {
+func sameMembers(a, b []runstate.Member) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -235,7 +235,7 @@ func sameMembers(a, b []controller.Member) bool {
 	return true
 }
 
-func ids(ms []controller.Member) []string {
+func ids(ms []runstate.Member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = fmt.Sprintf("%s:%.4f", m.Design.ID, m.Fitness)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 var soakFor = flag.Duration("soak", 0, "run TestSoak for this long, killing random components (0: skip)")
@@ -44,7 +44,7 @@ func TestSoak(t *testing.T) {
 	sup.Wait()
 	s := lastJSON(t, ctl.cur.stderr.String())
 	brk.stop()
-	v := verifyRun(t, dir, run, budget, controller.ReplaceOldest, 20, 10, ctl.output())
+	v := verifyRun(t, dir, run, budget, runstate.ReplaceOldest, 20, 10, ctl.output())
 	if s.Evaluations != budget || s.Lost != 0 {
 		t.Errorf("summary: %d evaluations, %d lost; want %d and 0", s.Evaluations, s.Lost, budget)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,7 +32,7 @@ func (v verdict) String() string {
 // published once with one genome, nothing else was ever queued, and every
 // pool digest a controller logged equals the replay of the results stream
 // up to that point.
-func verifyRun(t *testing.T, dir, run string, budget int, replace controller.Replace, init, pool int, logs string) verdict {
+func verifyRun(t *testing.T, dir, run string, budget int, replace runstate.Replace, init, pool int, logs string) verdict {
 	t.Helper()
 	results := readResults(t, dir, run)
 	v := verdict{results: len(results)}
@@ -93,7 +94,7 @@ var digestLine = regexp.MustCompile(`(?:evaluations|results)=(\d+)[^\n]*pool_dig
 // checkDigests replays the results and checks every (count, digest) pair
 // the controllers logged: the live pool at each point, before every kill
 // and after every restart, equals the pool rebuilt from the stream.
-func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budget, init, pool int, replace controller.Replace) int {
+func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budget, init, pool int, replace runstate.Replace) int {
 	t.Helper()
 	want := map[int]map[string]bool{}
 	for _, m := range digestLine.FindAllStringSubmatch(logs, -1) {
@@ -107,7 +108,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budg
 		}
 		want[k][d] = true
 	}
-	f := controller.NewFold(controller.NewTally(run, budget, defaultRules), init, pool, replace)
+	f := runstate.NewFold(runstate.NewTally(run, budget, defaultRules), init, pool, replace)
 	checked := 0
 	check := func() {
 		for d := range want[f.Terminal()] {
@@ -120,7 +121,7 @@ func checkDigests(t *testing.T, results []*schema.Result, logs, run string, budg
 	}
 	check()
 	for _, r := range results {
-		if f.Apply(r, nil) == controller.Counted {
+		if f.Apply(r, nil) == runstate.Counted {
 			check()
 		}
 	}

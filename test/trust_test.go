@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/cli"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -168,7 +168,7 @@ func TestTrustClusterRun(t *testing.T) {
 	}
 	results := clusterResults(t, js, run)
 	checkDesigns(t, results, budget)
-	if f := fold(results, run, budget, 30, 10, controller.ReplaceWorst); f.Terminal() != budget || f.Pool().Digest() != s.PoolDigest {
+	if f := fold(results, run, budget, 30, 10, runstate.ReplaceWorst); f.Terminal() != budget || f.Pool().Digest() != s.PoolDigest {
 		t.Errorf("stored results: %d designs counted, pool %s; the controller: %d, %s", f.Terminal(), f.Pool().Digest(), budget, s.PoolDigest)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/worker"
 )
 
@@ -77,7 +77,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 2
-	case errors.Is(err, controller.ErrFailed) || errors.Is(err, worker.ErrRunFailed):
+	case errors.Is(err, runstate.ErrFailed) || errors.Is(err, worker.ErrRunFailed):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return ExitRunFailed
 	case errors.Is(err, worker.ErrQuarantined):

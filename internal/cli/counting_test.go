@@ -18,6 +18,7 @@ import (
 	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
@@ -45,7 +46,7 @@ type stream struct {
 	ctx      context.Context
 	rng      *rand.Rand
 	space    *space.Space
-	verdicts []controller.Verdict
+	verdicts []runstate.Verdict
 	counted  []*schema.Result
 }
 
@@ -66,20 +67,20 @@ func (s *stream) own(seq uint64, status schema.Status, fitness float64, attempt 
 }
 
 // store stores r, which should get verdict v.
-func (s *stream) store(r *schema.Result, v controller.Verdict) {
+func (s *stream) store(r *schema.Result, v runstate.Verdict) {
 	s.t.Helper()
 	data, err := schema.EncodeResult(r)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.raw(data, v)
-	if v == controller.Counted {
+	if v == runstate.Counted {
 		s.counted = append(s.counted, r)
 	}
 }
 
 // raw stores bytes as a result, which should get verdict v.
-func (s *stream) raw(data []byte, v controller.Verdict) {
+func (s *stream) raw(data []byte, v runstate.Verdict) {
 	s.t.Helper()
 	if _, err := s.b.JS.Publish(s.ctx, schema.ResultSubject(agreeRun), data); err != nil {
 		s.t.Fatalf("store a result: %v", err)
@@ -93,23 +94,23 @@ func (s *stream) want(budget int) tally {
 	w := tally{byStatus: map[schema.Status]int{}}
 	for _, v := range s.verdicts {
 		switch v {
-		case controller.Duplicate:
+		case runstate.Duplicate:
 			w.duplicates++
-		case controller.Foreign:
+		case runstate.Foreign:
 			w.foreign++
-		case controller.Malformed:
+		case runstate.Malformed:
 			w.malformed++
-		case controller.Retried:
+		case runstate.Retried:
 			w.retried++
 		}
 	}
 	// The counted results alone, each the first of its design: no rule
 	// but the budget decides.
-	f := controller.NewFold(controller.NewTally(agreeRun, budget, controller.Rules{}), agreeInit, agreePool, controller.ReplaceWorst)
+	f := runstate.NewFold(runstate.NewTally(agreeRun, budget, runstate.Rules{}), agreeInit, agreePool, runstate.ReplaceWorst)
 	for _, r := range s.counted {
 		w.counted++
 		w.byStatus[r.Status]++
-		if v := f.Apply(r, nil); v != controller.Counted {
+		if v := f.Apply(r, nil); v != runstate.Counted {
 			s.t.Fatalf("design %d, built to count: %s", r.Design.Seq, v)
 		}
 	}
@@ -147,7 +148,7 @@ func TestCountingAgreement(t *testing.T) {
 		if st == schema.StatusError || st == schema.StatusTimeout {
 			// The run retries a failure once, on another worker: the
 			// error fails again and counts; the timeout's retry is ok.
-			s.store(r, controller.Retried)
+			s.store(r, runstate.Retried)
 			retry := *r
 			retry.Design.Retry, retry.Design.AvoidWorkers, retry.Worker = 1, []string{r.Worker}, "w2"
 			if st == schema.StatusTimeout {
@@ -155,39 +156,39 @@ func TestCountingAgreement(t *testing.T) {
 			}
 			r = &retry
 		}
-		s.store(r, controller.Counted)
+		s.store(r, runstate.Counted)
 		switch seq {
 		case 4:
 			four = r
-			s.raw([]byte("not a result"), controller.Malformed)
+			s.raw([]byte("not a result"), runstate.Malformed)
 		case 5:
 			again := *four // design 4 redelivered and evaluated a second time
 			again.Attempt, again.Worker, again.Fitness = 2, "w2", 99
-			s.store(&again, controller.Duplicate)
+			s.store(&again, runstate.Duplicate)
 		case 6:
 			six = r
-			s.store(s.own(agreeBudget+1, schema.StatusOK, 50, 1), controller.Foreign)
+			s.store(s.own(agreeBudget+1, schema.StatusOK, 50, 1), runstate.Foreign)
 			other := s.own(3, schema.StatusOK, 60, 1)
 			other.Run, other.Design.Run = "other", "other"
 			other.DesignID, other.Design.ID = schema.DesignID("other", 3), schema.DesignID("other", 3)
-			s.store(other, controller.Foreign)
+			s.store(other, runstate.Foreign)
 		case 8:
 			late := *six // the worker the lost design was taken from stores its result after all
 			late.Status, late.Fitness, late.Worker, late.Attempt = schema.StatusOK, 98, "w3", 1
 			late.Start, late.Stop = time.Now(), time.Now()
-			s.store(&late, controller.Duplicate)
+			s.store(&late, runstate.Duplicate)
 			invalid := s.own(9, "exploded", 0, 1) // decodes, does not validate
 			invalid.V, invalid.Design.V = schema.Version, schema.Version
 			data, err := schema.Marshal(invalid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.raw(data, controller.Malformed)
+			s.raw(data, runstate.Malformed)
 		}
 	}
 
 	cfg := controller.Config{Run: agreeRun, Space: sp, Budget: agreeBudget, Init: agreeInit, Pool: agreePool,
-		Replace: controller.ReplaceWorst, Seed: new(uint64(1)), ErrorRetries: new(1), Logger: testutil.Logger(t)}
+		Replace: runstate.ReplaceWorst, Seed: new(uint64(1)), ErrorRetries: new(1), Logger: testutil.Logger(t)}
 	want := s.want(agreeBudget)
 	// The first controller finds the run's results without a record; the
 	// second continues the run from the record the first wrote.
@@ -341,18 +342,18 @@ func exportTally(t *testing.T, out []byte) tally {
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
 			t.Fatalf("export row %q: %v", sc.Text(), err)
 		}
-		if row.Counted != (row.Verdict == controller.Counted.String()) {
+		if row.Counted != (row.Verdict == runstate.Counted.String()) {
 			t.Errorf("export row counted %v with verdict %s", row.Counted, row.Verdict)
 		}
 		switch row.Verdict {
-		case controller.Counted.String():
+		case runstate.Counted.String():
 			got.counted++
 			got.byStatus[row.Status]++
-		case controller.Duplicate.String():
+		case runstate.Duplicate.String():
 			got.duplicates++
-		case controller.Foreign.String():
+		case runstate.Foreign.String():
 			got.foreign++
-		case controller.Retried.String():
+		case runstate.Retried.String():
 			got.retried++
 		default:
 			t.Errorf("export row with verdict %q", row.Verdict)

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/sirupsen/logrus"
@@ -103,7 +103,7 @@ type exportCmd struct {
 	src               sourceFlags
 	format, out, what string
 	warned            int
-	verdicts          map[controller.Verdict]int
+	verdicts          map[runstate.Verdict]int
 }
 
 // exportRow is one stored result that decoded, with controller.Tally's
@@ -111,7 +111,7 @@ type exportCmd struct {
 type exportRow struct {
 	seq     uint64
 	res     *schema.Result
-	verdict controller.Verdict
+	verdict runstate.Verdict
 	// front is nil for a run of one fitness; else whether the design is
 	// on the front of the pool the whole stream folds into.
 	front *bool
@@ -156,7 +156,7 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 	}
 	v := c.verdicts
 	fmt.Fprintf(c.env.Stderr, "evoq export: run %s: %d rows, %d designs counted (%d retried, %d duplicate and %d foreign results not counted), %d malformed results skipped\n",
-		ri.ID, len(rows), v[controller.Counted], v[controller.Retried], v[controller.Duplicate], v[controller.Foreign], c.warned)
+		ri.ID, len(rows), v[runstate.Counted], v[runstate.Retried], v[runstate.Duplicate], v[runstate.Foreign], c.warned)
 	return nil
 }
 
@@ -168,11 +168,11 @@ func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunI
 	if err != nil {
 		return nil, err
 	}
-	c.verdicts = map[controller.Verdict]int{}
+	c.verdicts = map[runstate.Verdict]int{}
 	err = r.Results(ctx, ri.ID, func(seq uint64, _ time.Time, res *schema.Result, err error) error {
 		v := fold.Apply(res, err)
 		c.verdicts[v]++
-		if v == controller.Malformed {
+		if v == runstate.Malformed {
 			c.warned++
 			fmt.Fprintf(c.env.Stderr, "evoq export: warning: skipping malformed result at stream sequence %d: %v\n", seq, err)
 			return nil
@@ -188,7 +188,7 @@ func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunI
 		front[m.Design.ID] = true
 	}
 	for i := range rows {
-		on := rows[i].verdict == controller.Counted && front[rows[i].res.DesignID]
+		on := rows[i].verdict == runstate.Counted && front[rows[i].res.DesignID]
 		rows[i].front = &on
 	}
 	return rows, nil
@@ -197,13 +197,13 @@ func (c *exportCmd) read(ctx context.Context, r *history.Reader, ri history.RunI
 // exportFold is the fold the controller folds the run into: its verdicts
 // are the tally's, and for a run of several objectives its pool's front
 // is what the front column marks.
-func exportFold(ri history.RunInfo) (*controller.Fold, error) {
-	tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
-	obj, err := controller.ObjectivesOf(ri.Run)
+func exportFold(ri history.RunInfo) (*runstate.Fold, error) {
+	tally := runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run))
+	obj, err := runstate.ObjectivesOf(ri.Run)
 	if err != nil || !obj.Pareto() {
-		return controller.NewFold(tally, 1, 1, controller.ReplaceWorst), err
+		return runstate.NewFold(tally, 1, 1, runstate.ReplaceWorst), err
 	}
-	return controller.NewFoldFor(tally, ri.Run.Init, ri.Run.Pool, controller.Replace(ri.Run.Replace), obj, ri.Run.HVRef), nil
+	return runstate.NewFoldFor(tally, ri.Run.Init, ri.Run.Pool, runstate.Replace(ri.Run.Replace), obj, ri.Run.HVRef), nil
 }
 
 // output hands write --out or standard output, buffered.
@@ -305,7 +305,7 @@ func fixedValues(row exportRow) []string {
 	if r.Checkpoint != nil {
 		ckpt = strconv.FormatInt(r.Checkpoint.Size, 10)
 	}
-	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.verdict == controller.Counted), row.verdict.String(), string(r.Status),
+	return []string{strconv.FormatUint(row.seq, 10), r.DesignID, strconv.FormatBool(row.verdict == runstate.Counted), row.verdict.String(), string(r.Status),
 		fitness, strconv.Itoa(r.Attempt), r.Worker, r.Host,
 		strconv.Itoa(r.Slot), r.GPU, r.GPUUUID, r.Start.UTC().Format(time.RFC3339Nano), r.Stop.UTC().Format(time.RFC3339Nano),
 		strconv.FormatFloat(r.Duration().Seconds(), 'f', -1, 64), string(r.Design.Origin), parents, r.Error, exit, r.Signal,
@@ -406,7 +406,7 @@ type jsonlRow struct {
 // it counted and the verdict.
 func writeJSONL(w io.Writer, rows []exportRow) error {
 	for _, row := range rows {
-		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == controller.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Front: row.front, Result: row.res})
+		b, err := json.Marshal(jsonlRow{Seq: row.seq, Counted: row.verdict == runstate.Counted, Verdict: row.verdict.String(), Fitness: exportFitness(row.res), Front: row.front, Result: row.res})
 		if err != nil {
 			return fmt.Errorf("result %s at stream sequence %d: %w", row.res.DesignID, row.seq, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -28,7 +28,7 @@ func exportRows() []exportRow {
 		case schema.StatusStopped: // the last fitness it reported
 			r.Fitness, r.Error = 0.25, "below the median at step 9"
 		}
-		rows = append(rows, exportRow{seq: seq, res: r, verdict: controller.Counted})
+		rows = append(rows, exportRow{seq: seq, res: r, verdict: runstate.Counted})
 	}
 	return rows
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -15,12 +15,12 @@ type runFailedError struct{ msg string }
 
 func (e *runFailedError) Error() string { return e.msg }
 
-func (e *runFailedError) Unwrap() error { return controller.ErrFailed }
+func (e *runFailedError) Unwrap() error { return runstate.ErrFailed }
 
 // failedErr names the flags to check in the error of a controller whose
 // run failed fast; other errors pass unchanged.
 func failedErr(err error) error {
-	var fe *controller.FailedError
+	var fe *runstate.FailedError
 	if !errors.As(err, &fe) {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -16,10 +16,10 @@ func TestFailedRunNamesFlags(t *testing.T) {
 	t.Parallel()
 	f := schema.Failure{Attempts: 10, StreamSeq: 12, Error: "sh: 1: nonexistent-prog: not found", Count: 9}
 	for name, err := range map[string]error{
-		"failed now":     failedErr(configErr(&controller.FailedError{Run: "r1", Failure: f})),
+		"failed now":     failedErr(configErr(&runstate.FailedError{Run: "r1", Failure: f})),
 		"failed earlier": failedEarlierErr("r1", &f),
 	} {
-		if !errors.Is(err, controller.ErrFailed) || errors.Is(err, errUsage) {
+		if !errors.Is(err, runstate.ErrFailed) || errors.Is(err, errUsage) {
 			t.Errorf("%s: %v is not a failed run's error", name, err)
 		}
 		for _, want := range []string{"run r1 failed", `9 of them with "sh: 1: nonexistent-prog: not found"`, "first 10 evaluations",

@@ -17,6 +17,7 @@ import (
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
@@ -223,7 +224,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.quarantineAfter, "quarantine-after", controller.QuarantineAfterDefault, "quarantine a slot after this many failed evaluations in a row while other slots succeed (0: off)")
 	fs.DurationVar(&s.ackWait, "ack-wait", broker.AckWaitDefault, "time without an ack or heartbeat before a design is redelivered")
 	fs.DurationVar(&s.progress, "progress", controller.ProgressDefault, "period of the progress log line")
-	fs.IntVar(&s.failFast, "fail-fast", controller.FailFastDefault, "stop the run, exit 3, when its first N evaluations all end in error or timeout (default: 10, or --expect-slots or --wait-slots if larger; 0: off)")
+	fs.IntVar(&s.failFast, "fail-fast", runstate.FailFastDefault, "stop the run, exit 3, when its first N evaluations all end in error or timeout (default: 10, or --expect-slots or --wait-slots if larger; 0: off)")
 	fs.DurationVar(&s.idleAlarm, "idle-alarm", controller.IdleAlarmDefault, "warn, with a diagnosis, when slots idle this long while designs remain (0: off)")
 	fs.StringVar(&s.earlyStop, "early-stop", controller.RuleNone, "stop designs whose reports fall behind at a rung: none, median (below the median of the running means there) or asha (outside the top 1/eta there); fixed for the run")
 	fs.Int64Var(&s.minStep, "min-step", controller.MinStepDefault, "with --early-stop: the first rung, in the evaluator's report steps; the rungs are min-step times powers of --eta")
@@ -365,7 +366,7 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 		cfg.Space = sp
 	}
 	if given("replace") {
-		replace, err := controller.ParseReplace(s.replace)
+		replace, err := runstate.ParseReplace(s.replace)
 		if err != nil {
 			return cfg, usageErr("%v", err)
 		}
@@ -392,7 +393,7 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	if given("fail-fast") {
 		cfg.FailFast = s.failFast
 		if s.failFast == 0 {
-			cfg.FailFast = controller.FailFastOff
+			cfg.FailFast = runstate.FailFastOff
 		}
 	}
 	if given("error-retries") {

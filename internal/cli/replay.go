@@ -15,6 +15,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -87,9 +88,9 @@ type replayReport struct {
 	// Pareto is the front of a run of several objectives, as its
 	// controller's summary has it; nil for a run of one fitness.
 	*controller.Pareto
-	fold     *controller.Fold
+	fold     *runstate.Fold
 	space    string
-	check    *controller.FailFast
+	check    *runstate.FailFast
 	recorded *schema.Failure // the run's recorded fail-fast verdict
 }
 
@@ -118,7 +119,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	if replace, err = c.fromRun(fs, ri.Run, replace); err != nil {
 		return err
 	}
-	obj, err := controller.ObjectivesOf(ri.Run)
+	obj, err := runstate.ObjectivesOf(ri.Run)
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		space = ri.Run.Space
 	}
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
-		Counts: map[string]int{}, fold: controller.NewFoldFor(controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run)), c.init, c.pool, replace, obj, ref),
+		Counts: map[string]int{}, fold: runstate.NewFoldFor(runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run)), c.init, c.pool, replace, obj, ref),
 		check: failFastOf(ri.Run), space: space}
 	if ri.Run != nil {
 		rep.recorded = ri.Run.Failure
@@ -153,7 +154,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 // fromRun takes --init, --pool and --replace from the run's state where
 // they were not given, and warns where given ones differ from it: the pool
 // rebuilt then is not the run's.
-func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace controller.Replace) (controller.Replace, error) {
+func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace runstate.Replace) (runstate.Replace, error) {
 	if run == nil || run.Init == 0 {
 		if !isSet(fs, "init") || !isSet(fs, "pool") || !isSet(fs, "replace") {
 			fmt.Fprintf(c.env.Stderr, "warning: run %s does not record --init, --pool and --replace; replaying with --init %d --pool %d --replace %s\n",
@@ -180,7 +181,7 @@ func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace controlle
 		differ("replace", string(replace), run.Replace)
 		return replace, nil
 	}
-	r, err := controller.ParseReplace(run.Replace)
+	r, err := runstate.ParseReplace(run.Replace)
 	if err != nil {
 		return "", fmt.Errorf("run %s: recorded replace policy: %w", run.Run, err)
 	}
@@ -190,22 +191,22 @@ func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace controlle
 // failFastOf is the fail-fast check as the run's record sets it: the
 // window and the number of attempts its controller judges. A run recorded
 // before the check was kept had none.
-func failFastOf(run *schema.Run) *controller.FailFast {
+func failFastOf(run *schema.Run) *runstate.FailFast {
 	if run == nil {
-		return controller.NewFailFast(0, 0)
+		return runstate.NewFailFast(0, 0)
 	}
-	return controller.NewFailFast(run.FailFast, run.FailFastFrom)
+	return runstate.NewFailFast(run.FailFast, run.FailFastFrom)
 }
 
 // validate checks the flags and parses --replace and --until.
-func (c *replayCmd) validate() (controller.Replace, uint64, *time.Time, error) {
+func (c *replayCmd) validate() (runstate.Replace, uint64, *time.Time, error) {
 	if c.init < 1 {
 		return "", 0, nil, usageErr("--init %d: need at least 1", c.init)
 	}
 	if c.pool < 1 {
 		return "", 0, nil, usageErr("--pool %d: need at least 1", c.pool)
 	}
-	replace, err := controller.ParseReplace(c.replace)
+	replace, err := runstate.ParseReplace(c.replace)
 	if err != nil {
 		return "", 0, nil, usageErr("%v", err)
 	}
@@ -235,11 +236,11 @@ func (rep *replayReport) apply(seq uint64, t time.Time, res *schema.Result, err 
 	v := rep.fold.Apply(res, err)
 	rep.check.Observe(seq, res, v, rep.fold.Terminal() >= rep.Budget)
 	switch v {
-	case controller.Malformed:
+	case runstate.Malformed:
 		rep.Malformed = append(rep.Malformed, seq)
-	case controller.Duplicate:
+	case runstate.Duplicate:
 		rep.Duplicates++
-	case controller.Foreign:
+	case runstate.Foreign:
 		rep.Foreign = append(rep.Foreign, seq)
 	}
 	return nil
@@ -251,7 +252,7 @@ func (rep *replayReport) rungs(ctx context.Context, r *history.Reader, ri histor
 	if ri.Run == nil || ri.Run.EarlyStop == nil {
 		return nil
 	}
-	g := controller.NewRungs(ri.ID, ri.Run.EarlyStop)
+	g := runstate.NewRungs(ri.ID, ri.Run.EarlyStop)
 	err := broker.ReadReports(ctx, r.JS(), ri.ID, func(_ uint64, _ time.Time, rp *schema.Report, err error) error {
 		if err == nil {
 			g.Apply(rp)
@@ -283,7 +284,7 @@ func (rep *replayReport) finish() {
 		}
 	}
 	rep.Pareto = controller.ParetoOf(f, rep.space)
-	members := append([]controller.Member(nil), f.Pool().Members()...)
+	members := append([]runstate.Member(nil), f.Pool().Members()...)
 	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
 	for _, m := range members {
 		rep.Pool = append(rep.Pool, replayMember{DesignID: m.Design.ID, Fitness: m.Fitness, Origin: m.Design.Origin, Genome: m.Design.Genome})
@@ -304,7 +305,7 @@ func (rep *replayReport) finish() {
 }
 
 // failFastVerdict names the state of a fail-fast check.
-func failFastVerdict(check *controller.FailFast, f *schema.Failure) string {
+func failFastVerdict(check *runstate.FailFast, f *schema.Failure) string {
 	failed, of, done := check.Pending()
 	switch {
 	case f != nil:

@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/evoq/evoq/internal/checkpoint"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/history"
@@ -196,13 +198,13 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 		st.Problems = append(st.Problems, "the controller's lease not read (whether a controller runs the run is not known): "+err.Error())
 	}
 	st.readLease(lv)
-	var fig *controller.Figures
+	var fig *runstate.Figures
 	if st.useLease(lv, floor) {
 		l := lv.Lease
-		fig, st.quarantined, st.CountedBy = controller.FiguresOf(l.Figures), l.Figures.Quarantined, "controller"
+		fig, st.quarantined, st.CountedBy = runstate.FiguresOf(l.Figures), l.Figures.Quarantined, "controller"
 	} else {
-		tally := controller.NewTally(ri.ID, ri.Budget, controller.RulesOf(ri.Run))
-		fig = controller.NewFigures()
+		tally := runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run))
+		fig = runstate.NewFigures()
 		err := r.Results(ctx, ri.ID, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
 			fig.Add(tally.Judge(res, err), res)
 			return nil
@@ -210,7 +212,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 		if err != nil {
 			return nil, err
 		}
-		st.quarantined, st.CountedBy = controller.QuarantinedOf(tally), "results"
+		st.quarantined, st.CountedBy = runstate.QuarantinedOf(tally), "results"
 	}
 	st.take(fig)
 	if ri.Run != nil {
@@ -286,7 +288,7 @@ func (st *runStatus) worker(id string) *workerStatus {
 }
 
 // take fills in the results' figures.
-func (st *runStatus) take(f *controller.Figures) {
+func (st *runStatus) take(f *runstate.Figures) {
 	st.Done, st.ByStatus, st.Best, st.BestID = f.Done, f.ByStatus, f.Best, f.BestID
 	st.Duplicates, st.Foreign, st.Malformed, st.Retried = f.Duplicates, f.Foreign, f.Malformed, f.Retried
 	for id, wf := range f.Workers {
@@ -331,7 +333,7 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 func (st *runStatus) quarantine() {
 	for id, w := range st.perWorker {
 		var q []int
-		for _, s := range controller.HeldSlotsOf(st.quarantined, id, w.presence) {
+		for _, s := range runstate.HeldSlotsOf(st.quarantined, id, w.presence) {
 			q = append(q, s.Slot)
 		}
 		if w.presence != nil {

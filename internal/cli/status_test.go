@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -47,7 +47,7 @@ func TestStatusQuarantined(t *testing.T) {
 			rec := &schema.Run{Run: "q", Phase: schema.PhaseRunning, Budget: 10, ErrorRetries: new(1), QuarantineAfter: new(3)}
 			st := &runStatus{Run: "q", Phase: rec.Phase, Budget: 10, ByStatus: map[schema.Status]int{},
 				perWorker: map[string]*workerStatus{}}
-			tally, fig := controller.NewTally("q", 10, controller.RulesOf(rec)), controller.NewFigures()
+			tally, fig := runstate.NewTally("q", 10, runstate.RulesOf(rec)), runstate.NewFigures()
 			add := func(r *schema.Result) { fig.Add(tally.Judge(r, nil), r) }
 			add(attempt(1, "good", schema.StatusOK, now))
 			for seq := uint64(2); seq <= 4; seq++ {
@@ -64,11 +64,11 @@ func TestStatusQuarantined(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				st.take(controller.FiguresOf(l.Figures))
+				st.take(runstate.FiguresOf(l.Figures))
 				st.quarantined = l.Figures.Quarantined
 			} else {
 				st.take(fig)
-				st.quarantined = controller.QuarantinedOf(tally)
+				st.quarantined = runstate.QuarantinedOf(tally)
 			}
 			if !tc.started.IsZero() {
 				w := st.worker("bad")

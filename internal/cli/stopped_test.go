@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -32,7 +33,7 @@ func TestStatusCountsStopped(t *testing.T) {
 			t.Parallel()
 			st := &runStatus{Run: "q", Phase: schema.PhaseRunning, Budget: 10, ByStatus: map[schema.Status]int{}, EarlyStop: tc.rule,
 				perWorker: map[string]*workerStatus{}}
-			tally, fig := controller.NewTally("q", 10, controller.Rules{}), controller.NewFigures()
+			tally, fig := runstate.NewTally("q", 10, runstate.Rules{}), runstate.NewFigures()
 			seq := uint64(0)
 			add := func(s schema.Status) {
 				seq++

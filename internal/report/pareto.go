@@ -7,6 +7,7 @@ import (
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -57,7 +58,7 @@ func (a *Analysis) analyzePareto(in Input, results []Entry, evaluations int) {
 	if in.Run == nil {
 		return
 	}
-	obj, err := controller.ObjectivesOf(in.Run)
+	obj, err := runstate.ObjectivesOf(in.Run)
 	if err != nil {
 		a.ObjectivesError = err.Error()
 		return
@@ -69,12 +70,12 @@ func (a *Analysis) analyzePareto(in Input, results []Entry, evaluations int) {
 	if init <= 0 || size <= 0 {
 		init, size = controller.InitDefault, controller.PoolDefault
 	}
-	tally := controller.NewTally(in.RunID, in.Run.Budget, controller.RulesOf(in.Run))
-	fold := controller.NewFoldFor(tally, init, size, controller.Replace(in.Run.Replace), obj, in.Run.HVRef)
+	tally := runstate.NewTally(in.RunID, in.Run.Budget, runstate.RulesOf(in.Run))
+	fold := runstate.NewFoldFor(tally, init, size, runstate.Replace(in.Run.Replace), obj, in.Run.HVRef)
 	ps := &paretoSet{obj: obj, trueHV: math.NaN(), evaluations: evaluations,
 		hvEvery: max(1, (evaluations+HVSamples-1)/HVSamples), refGiven: len(in.Run.HVRef) > 0, init: init}
 	for _, e := range results {
-		if fold.Apply(e.Result, nil) != controller.Counted {
+		if fold.Apply(e.Result, nil) != runstate.Counted {
 			continue
 		}
 		n := fold.Terminal()
@@ -104,7 +105,7 @@ func (a *Analysis) analyzePareto(in Input, results []Entry, evaluations int) {
 
 // frontDesigns are the fold's front as the designs measured: the same
 // points, with their evaluation numbers and origins.
-func frontDesigns(f *controller.Fold, designs []paretoDesign) []paretoDesign {
+func frontDesigns(f *runstate.Fold, designs []paretoDesign) []paretoDesign {
 	byID := make(map[string]int, len(designs))
 	for i, d := range designs {
 		byID[d.id] = i

@@ -13,6 +13,7 @@ import (
 
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"gonum.org/v1/plot/plotter"
 )
@@ -60,14 +61,14 @@ func zdtRun(n, init, pool int) Input {
 }
 
 // replayFold folds in's results as a controller of its run does.
-func replayFold(t *testing.T, in Input) *controller.Fold {
+func replayFold(t *testing.T, in Input) *runstate.Fold {
 	t.Helper()
-	obj, err := controller.ObjectivesOf(in.Run)
+	obj, err := runstate.ObjectivesOf(in.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := controller.NewFoldFor(controller.NewTally(in.RunID, in.Run.Budget, controller.RulesOf(in.Run)),
-		in.Run.Init, in.Run.Pool, controller.Replace(in.Run.Replace), obj, in.Run.HVRef)
+	f := runstate.NewFoldFor(runstate.NewTally(in.RunID, in.Run.Budget, runstate.RulesOf(in.Run)),
+		in.Run.Init, in.Run.Pool, runstate.Replace(in.Run.Replace), obj, in.Run.HVRef)
 	for _, e := range in.Results {
 		f.Apply(e.Result, nil)
 	}
@@ -146,7 +147,7 @@ func frontIDs(ds []paretoDesign) []string {
 	return out
 }
 
-func memberIDs(ms []controller.Member) []string {
+func memberIDs(ms []runstate.Member) []string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, m.Design.ID)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -236,30 +237,30 @@ func (a *Analysis) judge(in Input) (own []Entry, counted []*schema.Result, quara
 	if in.Run != nil {
 		budget = in.Run.Budget
 	}
-	tally := controller.NewTally(in.RunID, budget, controller.RulesOf(in.Run))
+	tally := runstate.NewTally(in.RunID, budget, runstate.RulesOf(in.Run))
 	quarantined = map[slotKey]time.Time{}
 	for _, e := range in.Results {
 		v := tally.Judge(e.Result, nil)
 		for _, ev := range tally.SlotEvents() {
 			k := slotKey{ev.Slot.Worker, ev.Slot.Slot}
 			switch ev.Kind {
-			case controller.SlotQuarantined:
+			case runstate.SlotQuarantined:
 				quarantined[k] = ev.Slot.LastFailure
-			case controller.SlotRecovered:
+			case runstate.SlotRecovered:
 				delete(quarantined, k)
 			}
 		}
 		switch v {
-		case controller.Counted:
+		case runstate.Counted:
 			counted = append(counted, e.Result)
-		case controller.Retried:
+		case runstate.Retried:
 			a.Retried++
-		case controller.Duplicate:
+		case runstate.Duplicate:
 			a.Duplicates++
-		case controller.Foreign:
+		case runstate.Foreign:
 			a.Foreign++
 			continue
-		case controller.Malformed:
+		case runstate.Malformed:
 			a.Malformed++
 			continue
 		}

@@ -1,4 +1,4 @@
-package controller
+package runstate
 
 import (
 	"maps"
@@ -113,7 +113,7 @@ func QuarantinedOf(t *Tally) []schema.QuarantinedSlot {
 func HeldSlotsOf(qs []schema.QuarantinedSlot, worker string, p *schema.Presence) []schema.QuarantinedSlot {
 	var out []schema.QuarantinedSlot
 	for _, q := range qs {
-		if q.Worker == worker && stillHeld(p, q.LastFailure) {
+		if q.Worker == worker && StillHeld(p, q.LastFailure) {
 			out = append(out, q)
 		}
 	}
@@ -135,10 +135,10 @@ func FiguresOf(s *schema.Figures) *Figures {
 	return f
 }
 
-// stillHeld says whether a slot quarantined by a failure at lastFailure
+// StillHeld says whether a slot quarantined by a failure at lastFailure
 // stays quarantined: its worker process p (nil if none is known) did not
 // start after it.
-func stillHeld(p *schema.Presence, lastFailure time.Time) bool {
+func StillHeld(p *schema.Presence, lastFailure time.Time) bool {
 	return p == nil || p.Started.IsZero() || !p.Started.After(lastFailure)
 }
 

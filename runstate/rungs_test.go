@@ -1,4 +1,4 @@
-package controller
+package runstate
 
 import (
 	"math"
@@ -214,25 +214,5 @@ func BenchmarkRungsApply(b *testing.B) {
 	b.ReportAllocs()
 	for i := range b.N {
 		g.Apply(report(uint64(i+1), 1, 1, r.Float64()))
-	}
-}
-
-// The controller answers a stop question only into an inbox of the run's
-// workers, or a plain inbox of a client without auth: never into a
-// subject the asker names, nor another run's inboxes.
-func TestAnswerable(t *testing.T) {
-	t.Parallel()
-	for reply, want := range map[string]bool{
-		"_INBOX.evoq-worker-r.abc.1": true,
-		"_INBOX.abc.1":               true,
-		"_INBOX.evoq-worker-x.abc.1": false,
-		"_INBOX.evoq-reader-r.abc":   false,
-		"evoq.design.r":              false,
-		"$JS.API.STREAM.PURGE.X":     false,
-		"":                           false,
-	} {
-		if got := answerable(reply, "r"); got != want {
-			t.Errorf("answerable(%q) = %v, want %v", reply, got, want)
-		}
 	}
 }

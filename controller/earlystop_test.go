@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// The warning of a rule that knows no design's end, and its absence when
+// MaxStep or MaxStepGene tells it.
+func TestEarlyStopWarning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rule *schema.EarlyStop
+		warn bool
+	}{
+		{nil, false},
+		{&schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3}, true},
+		{&schema.EarlyStop{Rule: schema.RuleMedian, MinStep: 2, Eta: 2}, true},
+		{&schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStep: 27}, false},
+		{&schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "epochs"}, false},
+	} {
+		w := EarlyStopWarning(tc.rule)
+		if (w != "") != tc.warn {
+			t.Errorf("%s: warning %q, want one: %v", EarlyStopText(tc.rule), w, tc.warn)
+		}
+		if tc.warn && (!strings.Contains(w, "--max-step-gene") || !strings.Contains(w, `"last"`)) {
+			t.Errorf("warning %q does not say what to do", w)
+		}
+	}
+}
+
+// The gene that holds the designs' lengths is part of the recorded rule:
+// a continued run takes it, and refuses another one, or none, given.
+func TestContinueMaxStepGene(t *testing.T) {
+	t.Parallel()
+	rule := func(gene string) *schema.EarlyStop {
+		return &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: gene}
+	}
+	for _, tc := range []struct {
+		name  string
+		given *schema.EarlyStop
+		ok    bool
+	}{
+		{"taken from the record", nil, true},
+		{"the same", rule("epochs"), true},
+		{"another gene", rule("batch"), false},
+		{"none", rule(""), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recorded(t)
+			rec.EarlyStop = rule("epochs")
+			cfg, _, err := resolve(rec, Config{Run: "x", EarlyStop: tc.given}, time.Now)
+			if !tc.ok {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Field != "EarlyStop" || !strings.Contains(err.Error(), "max_step_gene=epochs") {
+					t.Fatalf("resolve = %v; want a SettingError on EarlyStop naming the recorded gene", err)
+				}
+				return
+			}
+			if err != nil || cfg.EarlyStop == nil || cfg.EarlyStop.MaxStepGene != "epochs" {
+				t.Fatalf("resolve = %+v, %v; want the recorded gene", cfg.EarlyStop, err)
+			}
+		})
+	}
+}
+
+// The controller answers a stop question only into an inbox of the run's
+// workers, or a plain inbox of a client without auth: never into a
+// subject the asker names, nor another run's inboxes.
+func TestAnswerable(t *testing.T) {
+	t.Parallel()
+	for reply, want := range map[string]bool{
+		"_INBOX.evoq-worker-r.abc.1": true,
+		"_INBOX.abc.1":               true,
+		"_INBOX.evoq-worker-x.abc.1": false,
+		"_INBOX.evoq-reader-r.abc":   false,
+		"evoq.design.r":              false,
+		"$JS.API.STREAM.PURGE.X":     false,
+		"":                           false,
+	} {
+		if got := answerable(reply, "r"); got != want {
+			t.Errorf("answerable(%q) = %v, want %v", reply, got, want)
+		}
+	}
+}
