@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )

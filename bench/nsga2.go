@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 )
 
 // The NSGA-II defaults: Deb et al. (2002) and Deb's reference code.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 )
 
 // NSGA-II on ZDT1 comes close to the true front in 200 generations, as

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/history"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/history"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 )
 
 // The runs measure evoq's defaults: no operator, objective or reference

@@ -3,13 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/runstate"
+
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/evoq/evoq/runstate"
 
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/sirupsen/logrus"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/evoq/evoq/runstate"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 )
 

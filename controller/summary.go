@@ -2,11 +2,12 @@ package controller
 
 import (
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"math"
 	"time"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/runstate"
+
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )

@@ -3,7 +3,7 @@ package runstate
 import (
 	"math"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 )
 
 // HVMargin widens the derived reference point beyond the initial designs'

@@ -1,7 +1,7 @@
 package runstate
 
 import (
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 )
 

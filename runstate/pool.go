@@ -8,7 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/runstate"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/internal/evaluators"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 )
 
 // A search of the built-in zdt1 problem, run by evoq run with real worker

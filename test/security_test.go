@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"

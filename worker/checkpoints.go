@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/internal/evaluators"
-	"github.com/evoq/evoq/internal/history"
 	"github.com/evoq/evoq/internal/mlp"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/internal/testutil"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/schema"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"

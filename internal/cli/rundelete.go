@@ -9,7 +9,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/history"
+	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/schema"
 )
 

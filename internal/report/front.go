@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/evoq/evoq/controller"
-	"github.com/evoq/evoq/internal/pareto"
+	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"gonum.org/v1/plot/plotter"
