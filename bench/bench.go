@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // PythonDefault is the Python that has Debian's python3-distributed.
@@ -151,7 +151,7 @@ type Row struct {
 	About    string `json:"about"`
 	Target   string `json:"target"`
 	// Evoq is the summary of `evoq run` (noop, sim, scale).
-	Evoq *controller.Summary `json:"evoq,omitempty"`
+	Evoq *runstate.Summary `json:"evoq,omitempty"`
 	// Dask is the Dask baseline's JSON figures, with VsDask.
 	Dask map[string]any `json:"dask,omitempty"`
 	// Ratios are evoq over Dask for rates and utilization, Dask over evoq
@@ -159,7 +159,7 @@ type Row struct {
 	Ratios map[string]float64 `json:"ratios,omitempty"`
 	Memory *Memory            `json:"memory,omitempty"`
 	// Replay is what the restarted controller's summary says of its replay.
-	Replay *controller.Replay `json:"replay,omitempty"`
+	Replay *runstate.Replay `json:"replay,omitempty"`
 	// Fidelity is the fidelity workload's figures.
 	Fidelity *Fidelity `json:"fidelity,omitempty"`
 	// StopLatency is the stoplatency workload's figures.

@@ -10,16 +10,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 func TestParseSummary(t *testing.T) {
 	t.Parallel()
 	best := 0.75
-	want := &controller.Summary{Run: "r1", Evaluations: 300, OK: 290, Infeasible: 10, BestFitness: &best,
+	want := &runstate.Summary{Run: "r1", Evaluations: 300, OK: 290, Infeasible: 10, BestFitness: &best,
 		Best: map[string]any{"lr": 0.1}, EvalsPerS: 812.5, Slots: 8, SlotsUsed: 8, UtilSteady: 0.99,
 		GapP50Ms: 0.8, GapP99Ms: 3.1, PoolSize: 5, PoolDigest: "abc",
-		Replay: &controller.Replay{Results: 300, Published: 300, Seconds: 0.01, ResultsPerS: 30000}}
+		Replay: &runstate.Replay{Results: 300, Published: 300, Seconds: 0.01, ResultsPerS: 30000}}
 	line, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +25,7 @@ import (
 
 // evoqRun runs `evoq run` with args in a store of its own and returns its
 // summary.
-func (r *runner) evoqRun(ctx context.Context, name string, args []string) (*controller.Summary, error) {
+func (r *runner) evoqRun(ctx context.Context, name string, args []string) (*runstate.Summary, error) {
 	p, err := r.evoqRunIn(ctx, filepath.Join(r.cfg.Dir, name), args)
 	if err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ func (r *runner) evoqRun(ctx context.Context, name string, args []string) (*cont
 
 // evoqProc is what one `evoq run` left besides its store.
 type evoqProc struct {
-	sum *controller.Summary
+	sum *runstate.Summary
 	// stderr is its log, its workers' too: `evoq run` hands its log flags
 	// to its worker processes and their stderr is its own.
 	stderr string
@@ -79,8 +80,8 @@ func (r *runner) evoqRunIn(ctx context.Context, dir string, args []string) (*evo
 
 // parseSummary reads the controller.Summary that `evoq run --json` and
 // `evoq controller --json` print as the last line of their output.
-func parseSummary(out string) (*controller.Summary, error) {
-	var sum controller.Summary
+func parseSummary(out string) (*runstate.Summary, error) {
+	var sum runstate.Summary
 	if err := json.Unmarshal([]byte(lastLine(out)), &sum); err != nil {
 		return nil, fmt.Errorf("no JSON summary on the last line: %w\n%s", err, tailText(out, 500))
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -253,7 +252,7 @@ func runFigures(s FidelitySettings, rule string, p *evoqProc, spans []span) Fide
 }
 
 // decisionsAsked is the number of rung decisions a run's controller made.
-func decisionsAsked(sum *controller.Summary) int {
+func decisionsAsked(sum *runstate.Summary) int {
 	n := 0
 	if sum.EarlyStop != nil {
 		for _, g := range sum.EarlyStop.Rungs {

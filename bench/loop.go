@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -209,7 +209,7 @@ func (r *runner) runLoop(ctx context.Context, dir, variant string, slots, worker
 	}
 	mu.Lock()
 	began := time.Now()
-	for range slots + controller.MarginFor(slots) {
+	for range slots + runstate.MarginFor(slots) {
 		publish()
 	}
 	mu.Unlock()
@@ -498,7 +498,7 @@ func (r *runner) runNoop(ctx context.Context, w *workload, row *Row, args, dargs
 		rounds = 1
 	}
 	b := &Bound{Rounds: rounds, Budget: budget, Slots: slots, Procs: procs, Variant: r.cfg.Loop}
-	var sums []*controller.Summary
+	var sums []*runstate.Summary
 	var shares []float64
 	for i := range rounds {
 		p, err := r.evoqRunIn(ctx, filepath.Join(r.cfg.Dir, fmt.Sprintf("%s-%d", w.name, i+1)), args)
@@ -519,7 +519,7 @@ func (r *runner) runNoop(ctx context.Context, w *workload, row *Row, args, dargs
 	}
 	b.Share = sig4(median(shares))
 	row.Bound = b
-	slices.SortFunc(sums, func(a, b *controller.Summary) int { return cmp.Compare(a.EvalsPerS, b.EvalsPerS) })
+	slices.SortFunc(sums, func(a, b *runstate.Summary) int { return cmp.Compare(a.EvalsPerS, b.EvalsPerS) })
 	row.Evoq = sums[len(sums)/2]
 	return r.vsDask(ctx, row, dargs)
 }

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // scaleSpec is one run of separate broker, controller and worker
@@ -197,7 +197,7 @@ func (r *runner) runScale(ctx context.Context, sp scaleSpec) (*Scale, error) {
 	}
 }
 
-func (s *Scale) fill(sum *controller.Summary, cpu time.Duration) {
+func (s *Scale) fill(sum *runstate.Summary, cpu time.Duration) {
 	s.Evaluations, s.SlotsUsed, s.UtilSteady, s.LiveMax = sum.Evaluations, sum.SlotsUsed, sum.UtilSteady, sum.Slots
 	s.GapP99Ms, s.EvalsPerS, s.WallS = sum.GapP99Ms, sum.EvalsPerS, sum.WallS
 	s.IdleBeforeFirst = sum.IdleBeforeFirst

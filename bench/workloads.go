@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // workload is one named benchmark.
@@ -132,7 +132,7 @@ func list(names []string) string {
 // (higher is better) and gaps (lower is better: Dask over evoq). A figure
 // Dask did not report, or a zero divisor, gives no ratio rather than a
 // misleading 0x or an infinite one.
-func ratios(s *controller.Summary, d map[string]any) map[string]float64 {
+func ratios(s *runstate.Summary, d map[string]any) map[string]float64 {
 	out := map[string]float64{}
 	div := func(name, daskKey string, daskOver bool, evoq float64) {
 		dv, ok := d[daskKey].(float64)

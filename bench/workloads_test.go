@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // flagValue is the value after name in args, "" when absent.
@@ -116,10 +116,10 @@ func TestChoose(t *testing.T) {
 
 func TestRatios(t *testing.T) {
 	t.Parallel()
-	evoq := &controller.Summary{EvalsPerS: 8000, UtilSteady: 0.99, GapP50Ms: 0.5, GapP99Ms: 2}
+	evoq := &runstate.Summary{EvalsPerS: 8000, UtilSteady: 0.99, GapP50Ms: 0.5, GapP99Ms: 2}
 	for _, tc := range []struct {
 		name string
-		evoq *controller.Summary
+		evoq *runstate.Summary
 		dask map[string]any
 		want map[string]float64
 	}{
@@ -130,7 +130,7 @@ func TestRatios(t *testing.T) {
 		{"Dask figure not a number", evoq, map[string]any{"evals_per_s": "fast"}, map[string]float64{}},
 		{"Dask figure zero", evoq, map[string]any{"evals_per_s": 0.0, "gap_p99_ms": 0.0},
 			map[string]float64{"gap_p99_ms (dask/evoq)": 0}},
-		{"evoq gap zero", &controller.Summary{EvalsPerS: 10}, map[string]any{"evals_per_s": 3.0, "gap_p50_ms": 1.0},
+		{"evoq gap zero", &runstate.Summary{EvalsPerS: 10}, map[string]any{"evals_per_s": 3.0, "gap_p50_ms": 1.0},
 			map[string]float64{"evals_per_s": 3.333}},
 		{"no Dask figures", evoq, nil, map[string]float64{}},
 	} {
@@ -156,21 +156,21 @@ func TestMet(t *testing.T) {
 		row  *Row
 		want bool
 	}{
-		{"noop at target, no Dask", &Row{Workload: "noop", Evoq: &controller.Summary{EvalsPerS: 10000}}, true},
-		{"noop slow", &Row{Workload: "noop", Evoq: &controller.Summary{EvalsPerS: 9999}}, false},
-		{"noop fast but under 50x Dask", &Row{Workload: "noop", Evoq: &controller.Summary{EvalsPerS: 20000},
+		{"noop at target, no Dask", &Row{Workload: "noop", Evoq: &runstate.Summary{EvalsPerS: 10000}}, true},
+		{"noop slow", &Row{Workload: "noop", Evoq: &runstate.Summary{EvalsPerS: 9999}}, false},
+		{"noop fast but under 50x Dask", &Row{Workload: "noop", Evoq: &runstate.Summary{EvalsPerS: 20000},
 			Ratios: map[string]float64{"evals_per_s": 49}}, false},
-		{"noop 50x Dask", &Row{Workload: "noop", Evoq: &controller.Summary{EvalsPerS: 20000},
+		{"noop 50x Dask", &Row{Workload: "noop", Evoq: &runstate.Summary{EvalsPerS: 20000},
 			Ratios: map[string]float64{"evals_per_s": 50}}, true},
-		{"sim at target", &Row{Workload: "sim", Evoq: &controller.Summary{UtilSteady: 0.98, GapP99Ms: 5}}, true},
-		{"sim idle slots", &Row{Workload: "sim", Evoq: &controller.Summary{UtilSteady: 0.97, GapP99Ms: 1}}, false},
-		{"sim slow gap", &Row{Workload: "sim", Evoq: &controller.Summary{UtilSteady: 0.99, GapP99Ms: 5.1}}, false},
-		{"scale every slot", &Row{Workload: "scale", Evoq: &controller.Summary{Slots: 10000, SlotsUsed: 10000, UtilSteady: 0.97}}, true},
-		{"scale a slot unused", &Row{Workload: "scale", Evoq: &controller.Summary{Slots: 10000, SlotsUsed: 9999, UtilSteady: 0.99}}, false},
+		{"sim at target", &Row{Workload: "sim", Evoq: &runstate.Summary{UtilSteady: 0.98, GapP99Ms: 5}}, true},
+		{"sim idle slots", &Row{Workload: "sim", Evoq: &runstate.Summary{UtilSteady: 0.97, GapP99Ms: 1}}, false},
+		{"sim slow gap", &Row{Workload: "sim", Evoq: &runstate.Summary{UtilSteady: 0.99, GapP99Ms: 5.1}}, false},
+		{"scale every slot", &Row{Workload: "scale", Evoq: &runstate.Summary{Slots: 10000, SlotsUsed: 10000, UtilSteady: 0.97}}, true},
+		{"scale a slot unused", &Row{Workload: "scale", Evoq: &runstate.Summary{Slots: 10000, SlotsUsed: 9999, UtilSteady: 0.99}}, false},
 		{"memory doubled", &Row{Workload: "memory", Memory: &Memory{Ratio: 2}}, true},
 		{"memory grew", &Row{Workload: "memory", Memory: &Memory{Ratio: 2.01}}, false},
-		{"replay fast", &Row{Workload: "replay", Replay: &controller.Replay{ResultsPerS: 100000}}, true},
-		{"replay slow", &Row{Workload: "replay", Replay: &controller.Replay{ResultsPerS: 99999}}, false},
+		{"replay fast", &Row{Workload: "replay", Replay: &runstate.Replay{ResultsPerS: 100000}}, true},
+		{"replay slow", &Row{Workload: "replay", Replay: &runstate.Replay{ResultsPerS: 99999}}, false},
 		{"fidelity both halves", &Row{Workload: "fidelity", Fidelity: &Fidelity{ReachMet: true, EqualMet: true}}, true},
 		{"fidelity slow to reach", &Row{Workload: "fidelity", Fidelity: &Fidelity{EqualMet: true}}, false},
 		{"fidelity worse at equal", &Row{Workload: "fidelity", Fidelity: &Fidelity{ReachMet: true}}, false},

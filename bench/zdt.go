@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
@@ -209,7 +208,7 @@ func (r *runner) zdtSeed(ctx context.Context, s ZDTSettings, zp *ZDTProblem, see
 	case !slices.Equal(zp.HVRef, rp.ref):
 		return nil, fmt.Errorf("reference point %v, seed 1's was %v", rp.ref, zp.HVRef)
 	}
-	zs := &ZDTSeed{Seed: seed, Variation: rp.rec.Variation, Operators: controller.VariationText(rp.rec.Variation),
+	zs := &ZDTSeed{Seed: seed, Variation: rp.rec.Variation, Operators: runstate.VariationText(rp.rec.Variation),
 		Evaluations: rp.evaluations, EarlyAt: rp.earlyAt, EvoqEarly: rp.earlyHV / rp.trueHV,
 		EvoqEnd: rp.endHV / rp.trueHV, Hypervolume: rp.endHV, Front: rp.front,
 		EvalsPerS: p.sum.EvalsPerS, WallS: sig4(p.wall.Seconds()), CPUShare: p.cpuShare()}
@@ -315,7 +314,7 @@ var errZDTCheck = errors.New("replay and summary disagree")
 
 // check compares the replay's end with the run's summary: the same
 // designs counted, the same front and the same hypervolume, to the bit.
-func (rp *zdtReplay) check(sum *controller.Summary) error {
+func (rp *zdtReplay) check(sum *runstate.Summary) error {
 	switch {
 	case sum.Pareto == nil || sum.Hypervolume == nil:
 		return fmt.Errorf("%w: the summary has no hypervolume", errZDTCheck)

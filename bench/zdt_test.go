@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/pareto"
+	"github.com/evoq/evoq/runstate"
 )
 
 // The runs measure evoq's defaults: no operator, objective or reference
@@ -132,23 +132,23 @@ func TestZDTSummarize(t *testing.T) {
 func TestZDTCheck(t *testing.T) {
 	t.Parallel()
 	rp := &zdtReplay{ref: []float64{1.1, 1.1}, trueHV: 0.9, endHV: 0.81, evaluations: 100, front: 2, frontDigest: "abc"}
-	good := func() *controller.Summary {
-		return &controller.Summary{Evaluations: 100, Pareto: &controller.Pareto{Front: make([]controller.FrontMember, 2),
+	good := func() *runstate.Summary {
+		return &runstate.Summary{Evaluations: 100, Pareto: &runstate.Pareto{Front: make([]runstate.FrontMember, 2),
 			FrontDigest: "abc", Hypervolume: ptr(0.81), HVRef: []float64{1.1, 1.1}, HypervolumeRatio: ptr(0.9)}}
 	}
 	if err := rp.check(good()); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	for name, spoil := range map[string]func(*controller.Summary){
-		"no front":            func(s *controller.Summary) { s.Pareto = nil },
-		"no hypervolume":      func(s *controller.Summary) { s.Hypervolume = nil },
-		"other count":         func(s *controller.Summary) { s.Evaluations = 99 },
-		"other front":         func(s *controller.Summary) { s.FrontDigest = "abd" },
-		"other hypervolume":   func(s *controller.Summary) { s.Hypervolume = ptr(math.Nextafter(0.81, 1)) },
-		"other reference":     func(s *controller.Summary) { s.HVRef = []float64{1.1, 1.2} },
-		"other ratio":         func(s *controller.Summary) { s.HypervolumeRatio = ptr(0.8999) },
-		"no ratio":            func(s *controller.Summary) { s.HypervolumeRatio = nil },
-		"front of other size": func(s *controller.Summary) { s.Front = s.Front[:1] },
+	for name, spoil := range map[string]func(*runstate.Summary){
+		"no front":            func(s *runstate.Summary) { s.Pareto = nil },
+		"no hypervolume":      func(s *runstate.Summary) { s.Hypervolume = nil },
+		"other count":         func(s *runstate.Summary) { s.Evaluations = 99 },
+		"other front":         func(s *runstate.Summary) { s.FrontDigest = "abd" },
+		"other hypervolume":   func(s *runstate.Summary) { s.Hypervolume = ptr(math.Nextafter(0.81, 1)) },
+		"other reference":     func(s *runstate.Summary) { s.HVRef = []float64{1.1, 1.2} },
+		"other ratio":         func(s *runstate.Summary) { s.HypervolumeRatio = ptr(0.8999) },
+		"no ratio":            func(s *runstate.Summary) { s.HypervolumeRatio = nil },
+		"front of other size": func(s *runstate.Summary) { s.Front = s.Front[:1] },
 	} {
 		s := good()
 		spoil(s)
@@ -210,7 +210,7 @@ func TestZDTSmoke(t *testing.T) {
 	if math.Abs(zs.Hypervolume/zp.TrueHV-zs.EvoqEnd) > 1e-12 || zs.Front < 1 || zs.Front > s.Pool {
 		t.Errorf("end hypervolume %v over %v is not the end ratio %v; front of %d", zs.Hypervolume, zp.TrueHV, zs.EvoqEnd, zs.Front)
 	}
-	if zs.Variation == nil || zs.Operators != controller.VariationText(zs.Variation) || zs.EvalsPerS <= 0 || zs.WallS <= 0 {
+	if zs.Variation == nil || zs.Operators != runstate.VariationText(zs.Variation) || zs.EvalsPerS <= 0 || zs.WallS <= 0 {
 		t.Errorf("operators %v (%q), %v evals/s, %v s", zs.Variation, zs.Operators, zs.EvalsPerS, zs.WallS)
 	}
 	if m := zp.Median; m.EvoqEarly != zs.EvoqEarly || m.NSGA2End != zs.NSGA2End {

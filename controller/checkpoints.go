@@ -85,18 +85,6 @@ func (c CheckpointConfig) validate() error {
 	)
 }
 
-// CheckpointText says the settings in a few words.
-func CheckpointText(c *schema.Checkpoints) string {
-	if c == nil {
-		return "none"
-	}
-	where := c.Store
-	if c.Store == schema.CheckpointDir {
-		where = c.Dir
-	}
-	return fmt.Sprintf("%s max %d keep %s inherit %t", where, c.Max, c.Keep, c.Inherit)
-}
-
 // ckptTracker applies the store's rule. Its maps hold designs of the
 // pool and of the designs in flight only, so they stay as small as the
 // store.
@@ -419,8 +407,8 @@ func (c *Controller) inFlightDesigns(ctx context.Context) ([]*schema.Design, err
 	return ds, err
 }
 
-func (t *ckptTracker) summary() *CheckpointSummary {
-	s := &CheckpointSummary{Stored: len(t.stored), Deleted: t.Deleted(), Mutants: t.mutants, Inherited: t.inherited}
+func (t *ckptTracker) summary() *runstate.CheckpointSummary {
+	s := &runstate.CheckpointSummary{Stored: len(t.stored), Deleted: t.Deleted(), Mutants: t.mutants, Inherited: t.inherited}
 	if t.listed != nil {
 		s.Stored, s.Bytes, s.Listed = t.listed.Count, t.listed.Bytes, true
 	}

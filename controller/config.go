@@ -3,10 +3,11 @@ package controller
 import (
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
@@ -350,7 +351,7 @@ func (c Config) ValidateGiven() error {
 
 // RuleNone, as Config.EarlyStop's rule, says explicitly that the run
 // stops no design early.
-const RuleNone = "none"
+const RuleNone = runstate.RuleNone
 
 // Defaults of an early-stopping rule's parameters.
 const (
@@ -371,21 +372,6 @@ func validateEarlyStop(e *schema.EarlyStop) error {
 		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
 			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
 	)
-}
-
-// EarlyStopText says a rule and its rungs in a few words.
-func EarlyStopText(e *schema.EarlyStop) string {
-	if e == nil {
-		return RuleNone
-	}
-	s := fmt.Sprintf("%s min_step=%d eta=%d", e.Rule, e.MinStep, e.Eta)
-	if e.MaxStep > 0 {
-		s += fmt.Sprintf(" max_step=%d rungs=%v", e.MaxStep, e.Rungs(e.MaxStep))
-	}
-	if e.MaxStepGene != "" {
-		s += " max_step_gene=" + e.MaxStepGene
-	}
-	return s
 }
 
 // EarlyStopWarning is what to warn of at the start of a run with rule e:
@@ -423,22 +409,17 @@ func firstBad(checks ...check) error {
 	return nil
 }
 
-// MarginFor is the number of designs kept queued beyond slots live slots,
-// so that a slot that frees finds a design waiting while the controller
-// reacts: 5% of the slots, at least 2.
-func MarginFor(slots int) int { return max(2, (slots+19)/20) }
-
 // Fields are c's effective settings, for the start-up log line.
 func (c Config) Fields() logrus.Fields {
 	return logrus.Fields{
 		"run": c.Run, "space": c.Space.Name(), "budget": c.Budget, "init": c.Init,
 		"pool": c.Pool, "replace": c.Replace, "tournament": c.Tournament, "seed": seedText(c.Seed),
-		"margin": marginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
+		"margin": runstate.MarginText(c.Margin), "ack_wait": c.AckWait, "max_deliver": c.MaxDeliver,
 		"expect_slots": c.ExpectSlots, "wait_slots": c.WaitSlots, "replicas": c.Replicas,
-		"fail_fast":     failFastText(c.FailFast),
+		"fail_fast":     runstate.FailFastText(c.FailFast),
 		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
-		"early_stop": EarlyStopText(c.EarlyStop), "checkpoints": CheckpointText(c.Checkpoints.record()),
-		"objectives": c.Objectives.String(), "variation": VariationText(c.variation()),
+		"early_stop": runstate.EarlyStopText(c.EarlyStop), "checkpoints": runstate.CheckpointText(c.Checkpoints.record()),
+		"objectives": c.Objectives.String(), "variation": runstate.VariationText(c.variation()),
 	}
 }
 
@@ -447,31 +428,11 @@ func (c Config) variation() *schema.Variation {
 	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate)}
 }
 
-// VariationText says a run's operators in a few words; nil is the one
-// runs recorded before operators were kept used.
-func VariationText(v *schema.Variation) string {
-	if v == nil {
-		v = &schema.Variation{}
-	}
-	m := "one parameter"
-	if v.MutationRate > 0 {
-		m = fmt.Sprintf("each parameter with p=%g", v.MutationRate)
-	}
-	return fmt.Sprintf("crossover p=%g, mutation of %s", v.Crossover, m)
-}
-
 func derefF(p *float64) float64 {
 	if p == nil {
 		return 0
 	}
 	return *p
-}
-
-func failFastText(n int) string {
-	if n < 0 {
-		return "off"
-	}
-	return fmt.Sprint(n)
 }
 
 // Rules are the counting rules c's settings give (see Tally); unset
@@ -486,13 +447,6 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
-}
-
-func marginText(m int) string {
-	if m <= 0 {
-		return "auto (5% of live slots, >= 2)"
-	}
-	return fmt.Sprint(m)
 }
 
 func seedText(s *uint64) string {

@@ -148,7 +148,7 @@ func TestMarginFor(t *testing.T) {
 		{0, 2}, {1, 2}, {8, 2}, {40, 2}, {41, 3}, {60, 3}, {61, 4}, {100, 5}, {552, 28}, {1000, 50},
 	}
 	for _, tt := range tests {
-		if got := MarginFor(tt.slots); got != tt.want {
+		if got := runstate.MarginFor(tt.slots); got != tt.want {
 			t.Errorf("MarginFor(%d) = %d, want %d", tt.slots, got, tt.want)
 		}
 	}

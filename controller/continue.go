@@ -6,12 +6,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"io"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
@@ -144,9 +145,9 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	if err := continueBudget(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
-	k.changeable("Margin", "margin", rec.Margin, &cfg.Margin, func(v int) string { return strings.Fields(marginText(v))[0] }, now)
+	k.changeable("Margin", "margin", rec.Margin, &cfg.Margin, func(v int) string { return strings.Fields(runstate.MarginText(v))[0] }, now)
 	k.changeable("MaxDeliver", "max_deliver", rec.MaxDeliver, &cfg.MaxDeliver, func(v int) string { return fmt.Sprint(v) }, now)
-	k.changeable("FailFast", "fail_fast", rec.FailFast, &cfg.FailFast, failFastText, now)
+	k.changeable("FailFast", "fail_fast", rec.FailFast, &cfg.FailFast, runstate.FailFastText, now)
 	recAck, ack := int(rec.AckWait), int(cfg.AckWait)
 	k.changeable("AckWait", "ack_wait", recAck, &ack, func(v int) string { return time.Duration(v).String() }, now)
 	cfg.AckWait = time.Duration(ack)
@@ -219,10 +220,10 @@ func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
 	case cfg.EarlyStop == nil:
 		cfg.EarlyStop = rec.EarlyStop
 		if rec.EarlyStop != nil {
-			k.Taken = append(k.Taken, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))
+			k.Taken = append(k.Taken, "early_stop="+strings.ReplaceAll(runstate.EarlyStopText(rec.EarlyStop), " ", ","))
 		}
 	case !reflect.DeepEqual(given, rec.EarlyStop):
-		return &SettingError{Field: "EarlyStop", Recorded: EarlyStopText(rec.EarlyStop), Given: EarlyStopText(given),
+		return &SettingError{Field: "EarlyStop", Recorded: runstate.EarlyStopText(rec.EarlyStop), Given: runstate.EarlyStopText(given),
 			Why: "it decides which designs are stopped, so it cannot change mid-run (leave it out to continue with the recorded rule, or start a new run seeded from this one)"}
 	}
 	return nil
@@ -431,63 +432,6 @@ func (k *Continuation) Fields() map[string]any {
 	return f
 }
 
-// RecordSettings are the search settings rec records, as name=value, in
-// the form the continuation log line takes them.
-func RecordSettings(rec *schema.Run) []string {
-	out := []string{"space=" + rec.Space, fmt.Sprintf("budget=%d", rec.Budget), fmt.Sprintf("seed=%d", rec.Seed)}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"init", rec.Init}, {"pool", rec.Pool}, {"tournament", rec.Tournament}, {"max_deliver", rec.MaxDeliver}} {
-		if f.v != 0 {
-			out = append(out, fmt.Sprintf("%s=%d", f.name, f.v))
-		}
-	}
-	if rec.Replace != "" {
-		out = append(out, "replace="+rec.Replace)
-	}
-	if rec.Margin != 0 {
-		out = append(out, "margin="+strings.Fields(marginText(rec.Margin))[0])
-	}
-	if rec.FailFast != 0 {
-		out = append(out, "fail_fast="+failFastText(rec.FailFast))
-	}
-	if rec.MadeUp > 0 {
-		out = append(out, fmt.Sprintf("made_up=%d", rec.MadeUp))
-	}
-	out = append(out, "ack_wait="+rec.AckWait.String())
-	r := runstate.RulesOf(rec)
-	out = append(out, fmt.Sprintf("error_retries=%d", r.ErrorRetries), fmt.Sprintf("quarantine_after=%d", r.QuarantineAfter))
-	if rec.SeedsFrom != "" {
-		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
-	}
-	if rec.EarlyStop != nil {
-		out = append(out, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))
-	}
-	if c := rec.Checkpoints; c != nil {
-		if c.Store == schema.CheckpointDir {
-			out = append(out, "checkpoint_dir="+c.Dir)
-		}
-		out = append(out, fmt.Sprintf("max_checkpoint=%d", c.Max), "keep_checkpoints="+c.Keep, fmt.Sprintf("inherit=%t", c.Inherit))
-	}
-	if len(rec.Objectives) > 0 {
-		out = append(out, "objectives="+strings.Join(rec.Objectives, ","))
-	}
-	for _, c := range rec.Constraints {
-		out = append(out, "constraint="+c)
-	}
-	if rec.HVRef != nil {
-		out = append(out, "hv_ref="+refText(rec.HVRef))
-	}
-	if v := rec.Variation; v != nil {
-		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
-	}
-	if rec.Evaluator != nil {
-		out = append(out, "evaluator="+rec.Evaluator.String())
-	}
-	return out
-}
-
 // continueCheckpoints takes the checkpoint settings from the record,
 // field by field. The store is fixed: the pool's checkpoints are in it.
 // The limit, what is kept and inheritance decide nothing the fold reads,
@@ -557,7 +501,7 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 	case cfg.HVRef == nil:
 		cfg.HVRef = rec.HVRef
 	case !slices.Equal(cfg.HVRef, rec.HVRef):
-		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "hv_ref", From: refText(rec.HVRef), To: refText(cfg.HVRef)})
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "hv_ref", From: runstate.RefText(rec.HVRef), To: runstate.RefText(cfg.HVRef)})
 	}
 	v, why := rec.Variation, fixedWhy
 	if v == nil {
@@ -581,16 +525,4 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 		}
 	}
 	return nil
-}
-
-// refText is a reference point as a flag gives it.
-func refText(ref []float64) string {
-	if ref == nil {
-		return "derived"
-	}
-	parts := make([]string, len(ref))
-	for i, v := range ref {
-		parts[i] = fmt.Sprint(v)
-	}
-	return strings.Join(parts, ",")
 }

@@ -231,7 +231,7 @@ func TestContinueNewRun(t *testing.T) {
 // form.
 func TestRecordSettings(t *testing.T) {
 	t.Parallel()
-	got := strings.Join(RecordSettings(recorded(t)), " ")
+	got := strings.Join(runstate.RecordSettings(recorded(t)), " ")
 	want := "space=mlp-spirals budget=300 seed=7 init=30 pool=15 tournament=3 max_deliver=3 replace=worst margin=auto fail_fast=10 ack_wait=30s error_retries=1 quarantine_after=3" +
 		" checkpoint_dir=/shared/ckpt max_checkpoint=4096 keep_checkpoints=best inherit=true" +
 		" objectives=fitness:max,params:min constraint=params<=60000 hv_ref=0,100000 crossover=0.5 mutation_rate=0.1"

@@ -1,9 +1,10 @@
 package controller
 
 import (
-	"github.com/evoq/evoq/runstate"
 	"slices"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
@@ -26,7 +27,7 @@ func (c *Controller) heldSlots(id string, p *schema.Presence) []int {
 	if c.fold == nil {
 		return nil
 	}
-	held := HeldSlots(c.fold.Tally(), id, p)
+	held := runstate.HeldSlots(c.fold.Tally(), id, p)
 	for _, i := range c.heldEarly[id] {
 		if !slices.Contains(held, i) && (p == nil || p.Started.IsZero() || !c.heldEarlyAt[id].Before(p.Started)) {
 			held = append(held, i)
@@ -56,23 +57,6 @@ func (c *Controller) holdEarly(s runstate.SlotHealth) {
 	c.log.WithFields(slotFields(s)).WithFields(logrus.Fields{"live_slots": c.liveSlots(), "expected_slots": c.expectedSlots()}).
 		Warn("slot failed its first designs before the run's other slots joined: not fed while they join, so that its failures do not decide the run")
 	c.sendControl(s.Worker, nil, true)
-}
-
-// HeldSlots are the slots of worker that t quarantined while the worker's
-// current process, whose last heartbeat is p (nil: none known), ran them.
-// A worker restarted since (after a fix, with the same ID) starts afresh;
-// if a slot still fails, its next failure continues its run of failures
-// and quarantines it again. The controller and `evoq status` both apply
-// this.
-func HeldSlots(t *runstate.Tally, worker string, p *schema.Presence) []int {
-	var out []int
-	for _, i := range t.QuarantinedSlots(worker) {
-		s, _ := t.Slot(worker, i)
-		if runstate.StillHeld(p, s.LastFailure) {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // onSlotEvents acts on the changes in slot health the last result brought.

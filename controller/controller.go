@@ -15,10 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
@@ -74,7 +75,7 @@ type Controller struct {
 	lost         chan uint64
 	alerts       chan string
 	lastLog      time.Time
-	resumed      *Replay // what replay found in the stream; nil for a fresh run
+	resumed      *runstate.Replay // what replay found in the stream; nil for a fresh run
 	// retries are the designs awaiting, or out on, a retry (see
 	// retry.go); as many as designs in flight at most.
 	retries map[uint64]*pendingRetry
@@ -139,7 +140,7 @@ func (c *Controller) Config() Config { return c.cfg }
 // Budget designs have a terminal result or ctx ends. It stops reading the
 // results stream before it returns, so the caller may close the
 // connection at once.
-func (c *Controller) Run(ctx context.Context) (*Summary, error) {
+func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := c.declare(ctx); err != nil {

@@ -45,7 +45,7 @@ func (bu *bundle) config(run string) Config {
 
 // outcome is what Controller.Run returned.
 type outcome struct {
-	s   *Summary
+	s   *runstate.Summary
 	err error
 }
 
@@ -477,9 +477,9 @@ func TestControllerInFlight(t *testing.T) {
 	// so at once is the machine's timing (on a loaded one, most): the
 	// bound allows all of them.
 	const slack = slots
-	if limit := slots + MarginFor(slots) + slack; peak > limit {
+	if limit := slots + runstate.MarginFor(slots) + slack; peak > limit {
 		t.Errorf("up to %d designs queued or running, want at most %d (slots %d + margin %d + %d)",
-			peak, limit, slots, MarginFor(slots), slack)
+			peak, limit, slots, runstate.MarginFor(slots), slack)
 	}
 	if peak < slots {
 		t.Errorf("at most %d designs queued or running in %d samples: %d slots were never all fed", peak, samples, slots)
@@ -901,7 +901,7 @@ func TestSummary(t *testing.T) {
 		c.fold.Apply(r, nil)
 	}
 	s := c.Summary()
-	want := Summary{Run: "t", Evaluations: 5, OK: 3, Infeasible: 1, Lost: 1, BestID: "t-4",
+	want := runstate.Summary{Run: "t", Evaluations: 5, OK: 3, Infeasible: 1, Lost: 1, BestID: "t-4",
 		WallS: 20, EvalsPerS: 0.3, Slots: 2, SlotsUsed: 2, UtilSteady: 0.5, IdleBeforeFirst: 0.1667, PoolSize: 2,
 		PoolDigest: c.fold.Pool().Digest(), Warnings: []string{}}
 	got := *s

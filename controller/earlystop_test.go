@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/schema"
 )
 
@@ -25,7 +27,7 @@ func TestEarlyStopWarning(t *testing.T) {
 	} {
 		w := EarlyStopWarning(tc.rule)
 		if (w != "") != tc.warn {
-			t.Errorf("%s: warning %q, want one: %v", EarlyStopText(tc.rule), w, tc.warn)
+			t.Errorf("%s: warning %q, want one: %v", runstate.EarlyStopText(tc.rule), w, tc.warn)
 		}
 		if tc.warn && (!strings.Contains(w, "--max-step-gene") || !strings.Contains(w, `"last"`)) {
 			t.Errorf("warning %q does not say what to do", w)

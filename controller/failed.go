@@ -3,9 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"strconv"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -22,118 +24,15 @@ const IdleAlarmOff time.Duration = -1
 // once, here, as pure functions over figures: the controller's idle alarm
 // and `evoq status` both apply it, each to the figures it has.
 
-// WorkerLoad is a worker as its last heartbeat, and the results it
-// stored, show it.
-type WorkerLoad struct {
-	Worker      string
-	Slots, Busy int
-	// Live is whether its heartbeats are recent and it is not leaving.
-	Live bool
-	// Evaluations is the number of results it stored.
-	Evaluations int
-}
-
-// QueueFigures are the counters of a run's work-queue consumer.
-type QueueFigures struct {
-	// Queued designs wait on the queue, delivered to no slot (NumPending).
-	Queued int
-	// Delivered designs are on a slot and not acked (NumAckPending).
-	Delivered int
-	// Waiting is the number of pull requests waiting (NumWaiting).
-	Waiting int
-	// MaxAckPending and MaxWaiting are the consumer's limits; 0: none.
-	MaxAckPending, MaxWaiting int
-	// Err says why the counters could not be read; the others are zero
-	// then.
-	Err error
-}
-
 // QueueFiguresOf reads the figures of a consumer's info.
-func QueueFiguresOf(info *jetstream.ConsumerInfo) QueueFigures {
-	return QueueFigures{Queued: int(info.NumPending), Delivered: info.NumAckPending, Waiting: info.NumWaiting,
+func QueueFiguresOf(info *jetstream.ConsumerInfo) runstate.QueueFigures {
+	return runstate.QueueFigures{Queued: int(info.NumPending), Delivered: info.NumAckPending, Waiting: info.NumWaiting,
 		MaxAckPending: info.Config.MaxAckPending, MaxWaiting: info.Config.MaxWaiting}
-}
-
-// BudgetFigures say how much of a run's budget is done and whether
-// designs remain to be handed out.
-type BudgetFigures struct {
-	Budget int
-	// Done is the number of designs with a terminal result.
-	Done int
-	// Open is whether designs remain to be handed out: the controller has
-	// published fewer than Budget (the run's phase is starting or running).
-	Open bool
-	// InFlight is the number of designs published without a terminal
-	// result, Target the number the controller keeps in flight; both are
-	// known to the controller only.
-	InFlight, Target int
-}
-
-// IdleReason is why a worker's idle slots are a problem.
-type IdleReason int
-
-// Idle reasons, in the order IdleWorkers tests them.
-const (
-	// IdleNever: the worker registered slots but never got a design.
-	IdleNever IdleReason = iota + 1
-	// IdleQueued: designs wait on the queue while its slots idle.
-	IdleQueued
-	// IdleBudget: the budget has designs left to hand out while its
-	// slots idle.
-	IdleBudget
-)
-
-// IdleWorker is a live worker whose slots idle while there is work.
-type IdleWorker struct {
-	Worker string
-	Slots  int
-	// Idle is the number of its slots without a design.
-	Idle int
-	Why  IdleReason
-	// Waiting is what there is to do: designs on the queue (IdleQueued)
-	// or left in the budget (IdleBudget).
-	Waiting int
-}
-
-// String says what is wrong, for a person.
-func (w IdleWorker) String() string {
-	switch w.Why {
-	case IdleNever:
-		return fmt.Sprintf("worker %s registered %d slots but never got a design", w.Worker, w.Slots)
-	case IdleQueued:
-		return fmt.Sprintf("worker %s has %d idle slots while %d designs wait on the queue", w.Worker, w.Idle, w.Waiting)
-	}
-	return fmt.Sprintf("worker %s has %d idle slots while the budget has %d designs left", w.Worker, w.Idle, w.Waiting)
-}
-
-// IdleWorkers lists, in the order of ws, the live workers whose slots
-// idle while there is work for them: one that registered slots and never
-// got a design, or one with idle slots while designs wait on the queue or
-// the budget has designs left to hand out.
-func IdleWorkers(ws []WorkerLoad, q QueueFigures, b BudgetFigures) []IdleWorker {
-	var out []IdleWorker
-	for _, w := range ws {
-		iw := IdleWorker{Worker: w.Worker, Slots: w.Slots, Idle: w.Slots - w.Busy}
-		switch {
-		case !w.Live:
-			continue
-		case w.Evaluations == 0 && w.Busy == 0:
-			iw.Why = IdleNever
-		case w.Busy < w.Slots && q.Queued > 0:
-			iw.Why, iw.Waiting = IdleQueued, q.Queued
-		case w.Busy < w.Slots && b.Open && b.Done < b.Budget:
-			iw.Why, iw.Waiting = IdleBudget, b.Budget-b.Done
-		default:
-			continue
-		}
-		out = append(out, iw)
-	}
-	return out
 }
 
 // DiagnoseIdle says, from the work queue's counters, what keeps slots
 // idle, and what to do about it.
-func DiagnoseIdle(q QueueFigures, b BudgetFigures) (diagnosis, advice string) {
+func DiagnoseIdle(q runstate.QueueFigures, b runstate.BudgetFigures) (diagnosis, advice string) {
 	switch {
 	case q.Err != nil:
 		return "the work queue cannot be read: " + q.Err.Error(), "check the broker"
@@ -191,14 +90,14 @@ func (c *Controller) idleAlarm(ctx context.Context, now time.Time) {
 		return
 	}
 	c.lastAlarm = now
-	var q QueueFigures
+	var q runstate.QueueFigures
 	if info, err := c.cons.Info(ctx); err != nil {
 		q.Err = err
 	} else {
 		q = QueueFiguresOf(info)
 	}
-	b := BudgetFigures{Budget: c.cfg.Budget, Done: c.fold.Terminal(), Open: true, InFlight: c.InFlight(), Target: c.target()}
-	idle := IdleWorkers(long, q, b)
+	b := runstate.BudgetFigures{Budget: c.cfg.Budget, Done: c.fold.Terminal(), Open: true, InFlight: c.InFlight(), Target: c.target()}
+	idle := runstate.IdleWorkers(long, q, b)
 	if len(idle) == 0 {
 		return
 	}
@@ -214,12 +113,12 @@ func (c *Controller) idleAlarm(ctx context.Context, now time.Time) {
 }
 
 // longIdle lists, by ID, the workers idle for longer than IdleAlarm.
-func (c *Controller) longIdle(now time.Time) []WorkerLoad {
-	var ws []WorkerLoad
+func (c *Controller) longIdle(now time.Time) []runstate.WorkerLoad {
+	var ws []runstate.WorkerLoad
 	for id, since := range c.idle {
 		if now.Sub(since) >= c.cfg.IdleAlarm {
 			w := c.slots.workers[id]
-			ws = append(ws, WorkerLoad{Worker: id, Slots: c.slots.usable(id, w), Busy: w.p.Busy, Live: w.alive(now), Evaluations: int(w.p.Done)})
+			ws = append(ws, runstate.WorkerLoad{Worker: id, Slots: c.slots.usable(id, w), Busy: w.p.Busy, Live: w.alive(now), Evaluations: int(w.p.Done)})
 		}
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Worker < ws[j].Worker })

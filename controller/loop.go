@@ -3,11 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
@@ -68,7 +69,7 @@ func (c *Controller) replay(ctx context.Context) error {
 		// rate.
 		c.liveSince = c.cfg.Now()
 		took := time.Since(began).Seconds()
-		c.resumed = &Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: round(took, 3),
+		c.resumed = &runstate.Replay{Results: c.fold.Terminal(), Published: c.published, Seconds: runstate.Round(took, 3),
 			ResultsPerS: math.Round(float64(c.fold.Terminal()) / max(took, 1e-9))}
 		f := logrus.Fields{"results": c.resumed.Results, "published": c.published,
 			"pool_digest": c.fold.Pool().Digest(), "replay_s": c.resumed.Seconds,
@@ -276,7 +277,7 @@ func (c *Controller) target() int {
 	live := c.liveSlots()
 	margin := c.cfg.Margin
 	if margin <= 0 { // MarginAuto
-		margin = MarginFor(live)
+		margin = runstate.MarginFor(live)
 	}
 	return live + margin
 }
@@ -504,7 +505,7 @@ func (c *Controller) checkLimits(ctx context.Context, live int) {
 	if live <= c.limitsFor {
 		return
 	}
-	if err := broker.RaiseAckPending(ctx, c.js, c.cons, live+MarginFor(live)); err != nil {
+	if err := broker.RaiseAckPending(ctx, c.js, c.cons, live+runstate.MarginFor(live)); err != nil {
 		c.log.WithError(err).Warn("could not raise the consumer's MaxAckPending yet; retrying")
 		return
 	}
@@ -578,7 +579,7 @@ func (c *Controller) progress(force bool) {
 	if c.fold.Pool().Ranked() {
 		f["front"], f["front_digest"] = len(c.fold.Pool().Front()), c.fold.Pool().FrontDigest()
 		if hv, _, ok := c.fold.Hypervolume(); ok {
-			f["hypervolume"] = round(hv, 6)
+			f["hypervolume"] = runstate.Round(hv, 6)
 		}
 	}
 	if p.ETA > 0 {

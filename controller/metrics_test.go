@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/schema"
 )
@@ -84,7 +86,7 @@ func TestMetrics(t *testing.T) {
 
 // checkCounted checks that Counted saw each design once, and as many of
 // each status as the summary.
-func checkCounted(t *testing.T, what string, counted []*schema.Result, s *Summary) {
+func checkCounted(t *testing.T, what string, counted []*schema.Result, s *runstate.Summary) {
 	t.Helper()
 	byStatus := map[schema.Status]int{}
 	seen := map[string]bool{}

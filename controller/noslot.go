@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,7 +73,7 @@ func (r RunWorkers) String() string {
 func LiveRuns(hb []Heartbeat, run string, now time.Time) []RunWorkers {
 	by := map[string]*RunWorkers{}
 	for _, h := range hb {
-		if h.Run == run || !Alive(h.Presence, h.Stored, now) {
+		if h.Run == run || !runstate.Alive(h.Presence, h.Stored, now) {
 			continue
 		}
 		r := by[h.Run]

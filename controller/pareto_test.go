@@ -128,7 +128,7 @@ func TestParetoFold(t *testing.T) {
 	if want := pareto.Hypervolume(pts, ref); hv != want || hv <= 0 {
 		t.Errorf("hypervolume %v, want %v (> 0)", hv, want)
 	}
-	sum := ParetoOf(f, "zdt1")
+	sum := runstate.ParetoOf(f, "zdt1")
 	if len(sum.Front) != len(p.Front()) || sum.FrontDigest != p.FrontDigest() || *sum.Hypervolume != hv {
 		t.Errorf("summary: %d on the front, digest %s, hypervolume %v", len(sum.Front), sum.FrontDigest, *sum.Hypervolume)
 	}
@@ -161,7 +161,7 @@ func TestParetoReference(t *testing.T) {
 		z.Apply(r, nil)
 	}
 	hv, _, _ = z.Hypervolume()
-	if s := ParetoOf(z, "zdt1"); s.HypervolumeRatio == nil || math.Abs(*s.HypervolumeRatio-hv/pareto.TrueHypervolume("zdt1", 1.1)) > 1e-6 {
+	if s := runstate.ParetoOf(z, "zdt1"); s.HypervolumeRatio == nil || math.Abs(*s.HypervolumeRatio-hv/pareto.TrueHypervolume("zdt1", 1.1)) > 1e-6 {
 		t.Errorf("ratio %v; want hypervolume %v over the true front's %v", s.HypervolumeRatio, hv, pareto.TrueHypervolume("zdt1", 1.1))
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"slices"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"io"
 	"sort"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"

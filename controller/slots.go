@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/schema"
 )
 
@@ -118,15 +120,7 @@ func (t *slotTracker) remove(worker string) {
 		delete(t.workers, worker)
 	}
 }
-func (w *seenWorker) alive(now time.Time) bool { return Alive(w.p, w.seen, now) }
-
-// Alive reports whether a worker is live at now, given its last heartbeat
-// p and when that arrived: less than three of its intervals ago, and the
-// worker is not leaving. Only a live worker's slots are fed; status shows
-// the same workers as live.
-func Alive(p schema.Presence, seen, now time.Time) bool {
-	return !p.Leaving && now.Sub(seen) < 3*p.Interval
-}
+func (w *seenWorker) alive(now time.Time) bool { return runstate.Alive(w.p, w.seen, now) }
 
 // live counts the live workers, their slots and busy slots.
 func (t *slotTracker) live(now time.Time) liveCount {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/runstate"
+
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 )
@@ -27,7 +29,7 @@ func TestAlive(t *testing.T) {
 	}
 	for _, tc := range cases {
 		p := schema.Presence{Worker: "w", Slots: 1, Interval: time.Second, Leaving: tc.leaving}
-		if got := Alive(p, seen, seen.Add(tc.after)); got != tc.want {
+		if got := runstate.Alive(p, seen, seen.Add(tc.after)); got != tc.want {
 			t.Errorf("%s: Alive = %v, want %v", tc.name, got, tc.want)
 		}
 	}

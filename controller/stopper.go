@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/evoq/evoq/runstate"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
@@ -216,24 +217,10 @@ func (s *stopper) prune(now time.Time) {
 	}
 }
 
-// EarlyStopSummary is what the run's early-stopping rule did.
-type EarlyStopSummary struct {
-	Rule    string               `json:"rule"`
-	Reports int                  `json:"reports"`
-	Stops   int                  `json:"stops"`
-	Digest  string               `json:"rungs_digest"`
-	Rungs   []runstate.RungStats `json:"rungs"`
-}
-
-// Summarize is the rule's summary from rungs.
-func Summarize(g *runstate.Rungs) *EarlyStopSummary {
-	return &EarlyStopSummary{Rule: EarlyStopText(g.Rule()), Reports: g.Reports(), Stops: g.Stops(), Digest: g.Digest(), Rungs: g.Stats()}
-}
-
-func (s *stopper) summary() *EarlyStopSummary {
+func (s *stopper) summary() *runstate.EarlyStopSummary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Summarize(s.rungs)
+	return runstate.Summarize(s.rungs)
 }
 
 // reports is how many reports the rule has judged.

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
@@ -39,7 +40,7 @@ func (c *Controller) Warnings() []string { return slices.Clone(c.warnings) }
 // a user expects.
 func (c *Controller) startWarnings() {
 	if w := EarlyStopWarning(c.cfg.EarlyStop); w != "" {
-		c.warnOnce(w, logrus.Fields{"early_stop": EarlyStopText(c.cfg.EarlyStop)})
+		c.warnOnce(w, logrus.Fields{"early_stop": runstate.EarlyStopText(c.cfg.EarlyStop)})
 	}
 	if c.cfg.Evaluator == nil {
 		c.warnOnce("the run records no evaluator: every worker must name its own (--evaluator or --eval-cmd), and nothing checks that they agree",
@@ -65,7 +66,7 @@ func (c *Controller) checkInert() {
 	if c.stopper != nil && c.stopper.reports() == 0 {
 		c.warnOnce(fmt.Sprintf("early stopping (%s) is on, but none of the run's first %d results came with a report: "+
 			"its evaluator reports no training progress, so nothing is stopped early; have it report each epoch "+
-			"(evoq_eval.report(step, fitness), or a {\"report\": ...} line; see SCHEMA.md)", EarlyStopText(c.cfg.EarlyStop), n),
+			"(evoq_eval.report(step, fitness), or a {\"report\": ...} line; see SCHEMA.md)", runstate.EarlyStopText(c.cfg.EarlyStop), n),
 			logrus.Fields{"results": n})
 	}
 	if c.cfg.Checkpoints.Inherit != nil && *c.cfg.Checkpoints.Inherit && c.checkpointsSeen == 0 {
@@ -97,14 +98,4 @@ func (c *Controller) recordWarnings(ctx context.Context) {
 		return
 	}
 	c.warningsDirty = false
-}
-
-// WarningsText is the warnings as status prints them: one per line,
-// indented.
-func WarningsText(ws []string) string {
-	var b strings.Builder
-	for _, w := range ws {
-		fmt.Fprintf(&b, "  ! %s\n", w)
-	}
-	return b.String()
 }

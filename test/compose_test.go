@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 )
 
@@ -179,7 +178,7 @@ func (c *compose) down(t *testing.T) {
 // checkStore reads the broker's store once the broker has stopped: every
 // design of the budget has one terminal result, and results came from at
 // least 4 workers.
-func (c *compose) checkStore(t *testing.T, s *controller.Summary) {
+func (c *compose) checkStore(t *testing.T, s *runstate.Summary) {
 	t.Helper()
 	broker := c.container(t, "broker")
 	c.must(t, time.Minute, "stop", "-t", "30", "broker")
@@ -225,7 +224,7 @@ func followLogs(t *testing.T, id string) *containerLogs {
 // waitExit waits for a container to exit and returns its exit code.
 // controllerSummary waits for the controller container to exit 0 and its
 // log to end, and returns the JSON summary it printed last.
-func controllerSummary(t *testing.T, limit time.Duration, ctl string, logs *containerLogs) *controller.Summary {
+func controllerSummary(t *testing.T, limit time.Duration, ctl string, logs *containerLogs) *runstate.Summary {
 	t.Helper()
 	if code := waitExit(t, limit, ctl); code != 0 {
 		t.Fatalf("controller exited with %d:\n%s", code, tail(logs.stderr.String(), 3000))

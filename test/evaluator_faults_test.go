@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -166,11 +165,11 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 	for _, tc := range []struct {
 		name, cmd string
 		args      []string
-		check     func(t *testing.T, s *controller.Summary, results []*schema.Result)
+		check     func(t *testing.T, s *runstate.Summary, results []*schema.Result)
 	}{{
 		name: "json-after-flood",
 		cmd:  flood + `; echo; echo '{"fitness": 0.5}'`,
-		check: func(t *testing.T, s *controller.Summary, results []*schema.Result) {
+		check: func(t *testing.T, s *runstate.Summary, results []*schema.Result) {
 			if s.OK != 6 {
 				t.Errorf("ok %d, want 6 (error %d)", s.OK, s.Error)
 			}
@@ -186,7 +185,7 @@ func TestEvaluatorFloodsStdout(t *testing.T) {
 		// Every design fails here, which would fail the run at its end
 		// (--fail-fast); the point is what each result says.
 		args: []string{"--fail-fast", "0"},
-		check: func(t *testing.T, s *controller.Summary, results []*schema.Result) {
+		check: func(t *testing.T, s *runstate.Summary, results []*schema.Result) {
 			if s.Error != 6 {
 				t.Errorf("error %d, want 6 (ok %d)", s.Error, s.OK)
 			}

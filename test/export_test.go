@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -68,7 +68,7 @@ func readCSVRows(t *testing.T, out string) ([]string, []map[string]string) {
 	return recs[0], rows
 }
 
-func testExportCSV(t *testing.T, sum *controller.Summary, dir string) {
+func testExportCSV(t *testing.T, sum *runstate.Summary, dir string) {
 	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "csv")
 	if r.code != 0 {
 		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
@@ -113,7 +113,7 @@ func testExportCSV(t *testing.T, sum *controller.Summary, dir string) {
 	}
 }
 
-func testExportJSONL(t *testing.T, sum *controller.Summary, dir string) {
+func testExportJSONL(t *testing.T, sum *runstate.Summary, dir string) {
 	out := t.TempDir() + "/results.jsonl"
 	r := evoq(t, 30*time.Second, "export", "--dir", dir, "--format", "jsonl", "--out", out)
 	if r.code != 0 {
@@ -161,7 +161,7 @@ func replayJSON(t *testing.T, want int, args ...string) replayOut {
 	return out
 }
 
-func testReplay(t *testing.T, sum *controller.Summary, dir string) {
+func testReplay(t *testing.T, sum *runstate.Summary, dir string) {
 	// --init, --pool and --replace come from the run's recorded state.
 	full := replayJSON(t, 0, "--dir", dir)
 	if full.PoolDigest != sum.PoolDigest || full.Integrity != "ok" || full.Evaluations != sum.Evaluations ||

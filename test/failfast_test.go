@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
@@ -82,7 +81,7 @@ func TestFailFastBrokenEvaluator(t *testing.T) {
 // checkFailFastHistory checks the stored results of the run that failed
 // and was continued: every design has one counted result; the failed start
 // stored few results, all errors; the resumed one none.
-func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *controller.Summary) {
+func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *runstate.Summary) {
 	t.Helper()
 	results := readResults(t, dir, run)
 	total := budget + s.Error
@@ -109,7 +108,7 @@ func checkFailFastHistory(t *testing.T, dir, run string, budget, slots int, s *c
 	}
 	// After its 10th result the failed start publishes nothing more: only
 	// the designs already handed out can still end in error.
-	if most := runstate.FailFastDefault + slots + controller.MarginFor(slots); errs < runstate.FailFastDefault || errs > most {
+	if most := runstate.FailFastDefault + slots + runstate.MarginFor(slots); errs < runstate.FailFastDefault || errs > most {
 		t.Errorf("the failed start stored %d errors; want %d to %d", errs, runstate.FailFastDefault, most)
 	}
 	if countedErrs != s.Error || len(counted) != total || tally.Counted() != total {
@@ -144,7 +143,7 @@ func TestFailFastStandaloneWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After its 10th result the controller publishes nothing more.
-	if n := subjectCount(t, js, "apart"); n > runstate.FailFastDefault+2+controller.MarginFor(2) {
+	if n := subjectCount(t, js, "apart"); n > runstate.FailFastDefault+2+runstate.MarginFor(2) {
 		t.Errorf("%d results stored; the run should have stopped at its 10th", n)
 	}
 }

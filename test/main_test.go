@@ -104,7 +104,7 @@ func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) re
 
 // runJSON runs `evoq run ... --json` in a fresh store and returns the summary
 // and the store directory.
-func runJSON(t *testing.T, limit time.Duration, args ...string) (*controller.Summary, string) {
+func runJSON(t *testing.T, limit time.Duration, args ...string) (*runstate.Summary, string) {
 	t.Helper()
 	dir := t.TempDir()
 	args = append([]string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--json"}, args...)
@@ -115,10 +115,10 @@ func runJSON(t *testing.T, limit time.Duration, args ...string) (*controller.Sum
 	return lastJSON(t, r.stdout), dir
 }
 
-func lastJSON(t *testing.T, stdout string) *controller.Summary {
+func lastJSON(t *testing.T, stdout string) *runstate.Summary {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	var s controller.Summary
+	var s runstate.Summary
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
 		t.Fatalf("last stdout line is not the JSON summary: %v\nstdout:\n%s", err, stdout)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/metrics"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -406,7 +407,7 @@ func liveWorkers(ctx context.Context, kv jetstream.KeyValue, run string) (int, e
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if p, err := schema.DecodePresence(e.Value()); err == nil && controller.Alive(*p, e.Created(), time.Now()) {
+		if p, err := schema.DecodePresence(e.Value()); err == nil && runstate.Alive(*p, e.Created(), time.Now()) {
 			n++
 		}
 	}

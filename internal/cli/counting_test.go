@@ -202,7 +202,7 @@ func TestCountingAgreement(t *testing.T) {
 	// the new design 14 is evaluated by a worker, started once the run is
 	// no longer done (a worker leaves a done run).
 	cfg.Budget = agreeBudget + 2
-	done := make(chan *controller.Summary, 1)
+	done := make(chan *runstate.Summary, 1)
 	go func() { done <- controllerOn(t, b, cfg) }()
 	testutil.WaitFor(t, 30*time.Second, "the run continued with the raised budget", func() bool {
 		ri, err := history.FromJS(b.JS).Pick(s.ctx, agreeRun)
@@ -221,7 +221,7 @@ func TestCountingAgreement(t *testing.T) {
 		defer cancel()
 		_ = w.Stop(ctx)
 	})
-	var sum *controller.Summary
+	var sum *runstate.Summary
 	select {
 	case sum = <-done:
 	case <-s.ctx.Done():
@@ -237,7 +237,7 @@ func TestCountingAgreement(t *testing.T) {
 }
 
 // controllerOn runs a controller on b until it has spent its budget.
-func controllerOn(t *testing.T, b *testutil.Broker, cfg controller.Config) *controller.Summary {
+func controllerOn(t *testing.T, b *testutil.Broker, cfg controller.Config) *runstate.Summary {
 	t.Helper()
 	c, err := controller.New(b.JS, cfg)
 	if err != nil {
@@ -248,14 +248,14 @@ func controllerOn(t *testing.T, b *testutil.Broker, cfg controller.Config) *cont
 	sum, err := c.Run(ctx)
 	if err != nil {
 		t.Errorf("controller: %v", err)
-		return &controller.Summary{}
+		return &runstate.Summary{}
 	}
 	return sum
 }
 
 // summaryTally is what a controller's summary says; it gives no figures
 // of what did not count (-1: not compared).
-func summaryTally(s *controller.Summary) tally {
+func summaryTally(s *runstate.Summary) tally {
 	by := map[schema.Status]int{schema.StatusOK: s.OK, schema.StatusInfeasible: s.Infeasible,
 		schema.StatusError: s.Error, schema.StatusTimeout: s.Timeout, schema.StatusLost: s.Lost}
 	return tally{counted: s.Evaluations, byStatus: by, duplicates: -1, foreign: -1, malformed: -1, retried: s.Retried, digest: s.PoolDigest}

@@ -6,12 +6,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 )
 
 // printSummary writes the run's outcome for a person, and with jsonOut the
 // figures as one JSON object on the last line.
-func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
+func printSummary(w io.Writer, s *runstate.Summary, jsonOut bool) error {
 	stopped := ""
 	if s.EarlyStop != nil || s.Stopped > 0 {
 		// Only where designs can be stopped: the line of a run without
@@ -62,7 +62,7 @@ func printSummary(w io.Writer, s *controller.Summary, jsonOut bool) error {
 		}
 	}
 	if len(s.Warnings) > 0 {
-		fmt.Fprintf(w, "warnings:\n%s", controller.WarningsText(s.Warnings))
+		fmt.Fprintf(w, "warnings:\n%s", runstate.WarningsText(s.Warnings))
 	}
 	if !jsonOut {
 		return nil

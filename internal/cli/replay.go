@@ -84,10 +84,10 @@ type replayReport struct {
 	// EarlyStop is what the run's early-stopping rule decided, rebuilt
 	// from its reports stream (the whole stream: --until bounds results);
 	// nil for a run without a rule.
-	EarlyStop *controller.EarlyStopSummary `json:"early_stop,omitempty"`
+	EarlyStop *runstate.EarlyStopSummary `json:"early_stop,omitempty"`
 	// Pareto is the front of a run of several objectives, as its
 	// controller's summary has it; nil for a run of one fitness.
-	*controller.Pareto
+	*runstate.Pareto
 	fold     *runstate.Fold
 	space    string
 	check    *runstate.FailFast
@@ -262,7 +262,7 @@ func (rep *replayReport) rungs(ctx context.Context, r *history.Reader, ri histor
 	if err != nil {
 		return fmt.Errorf("read reports: %w", err)
 	}
-	rep.EarlyStop = controller.Summarize(g)
+	rep.EarlyStop = runstate.Summarize(g)
 	return nil
 }
 
@@ -271,7 +271,7 @@ func (rep *replayReport) finish() {
 	f := rep.fold
 	rep.Evaluations, rep.MaxDesign, rep.PoolDigest = f.Terminal(), f.MaxSeq(), f.Pool().Digest()
 	rep.Retried, rep.Quarantined = f.Tally().Retries(), []string{}
-	rep.SlotsUsed, rep.UtilSteady, rep.IdleBeforeFirst = controller.SteadyFigures(f.Stats())
+	rep.SlotsUsed, rep.UtilSteady, rep.IdleBeforeFirst = runstate.SteadyFigures(f.Stats())
 	for _, s := range f.Tally().Quarantined() {
 		rep.Quarantined = append(rep.Quarantined, fmt.Sprintf("%s/%d", s.Worker, s.Slot))
 	}
@@ -283,7 +283,7 @@ func (rep *replayReport) finish() {
 			rep.Missing = append(rep.Missing, s)
 		}
 	}
-	rep.Pareto = controller.ParetoOf(f, rep.space)
+	rep.Pareto = runstate.ParetoOf(f, rep.space)
 	members := append([]runstate.Member(nil), f.Pool().Members()...)
 	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
 	for _, m := range members {

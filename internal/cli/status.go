@@ -216,7 +216,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 	}
 	st.take(fig)
 	if ri.Run != nil {
-		st.Settings, st.Changes, st.Failure = controller.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
+		st.Settings, st.Changes, st.Failure = runstate.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
 		st.EarlyStop = ri.Run.EarlyStop
 		st.Warnings = append(st.Warnings, ri.Run.Warnings...)
 	}
@@ -315,7 +315,7 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 		w := st.worker(p.Worker)
 		stored := p.Stored.Add(skew)
 		w.Host, w.Slots, w.Busy, w.Leaving, w.LastSeen = p.Host, p.Slots, p.Busy, p.Leaving, stored
-		w.Live = controller.Alive(p.Presence, stored, now)
+		w.Live = runstate.Alive(p.Presence, stored, now)
 		w.presence = &p.Presence
 		if !w.Live {
 			continue
@@ -377,18 +377,18 @@ func (st *runStatus) finish(now time.Time) {
 		st.Workers = append(st.Workers, *w)
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].Worker < st.Workers[j].Worker })
-	loads := make([]controller.WorkerLoad, len(st.Workers))
+	loads := make([]runstate.WorkerLoad, len(st.Workers))
 	for i, w := range st.Workers {
 		st.Problems = append(st.Problems, w.faults...)
-		loads[i] = controller.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
+		loads[i] = runstate.WorkerLoad{Worker: w.Worker, Slots: max(w.Slots-len(w.Quarantined), 0), Busy: w.Busy, Live: w.Live, Evaluations: w.Evaluations}
 	}
 	if st.active() && !st.ControllerLive && !st.leaseUnread {
 		// Idle slots follow: say why first, and what to do.
 		st.Problems = append(st.Problems, "no live controller: nothing publishes the run's designs; start the controller again with the same --run (and --dir) to continue it")
 	}
 	active := st.Phase == schema.PhaseRunning || st.Phase == schema.PhaseStarting
-	idle := controller.IdleWorkers(loads, controller.QueueFigures{Queued: st.Queued},
-		controller.BudgetFigures{Budget: st.Budget, Done: st.Done, Open: active})
+	idle := runstate.IdleWorkers(loads, runstate.QueueFigures{Queued: st.Queued},
+		runstate.BudgetFigures{Budget: st.Budget, Done: st.Done, Open: active})
 	for _, w := range idle {
 		st.Problems = append(st.Problems, w.String())
 	}
@@ -410,7 +410,7 @@ func (st *runStatus) print(env Env) {
 			f.Attempts, f.Count, f.Error)
 	}
 	if len(st.Warnings) > 0 {
-		fmt.Fprintf(env.Stdout, "warnings:\n%s", controller.WarningsText(st.Warnings))
+		fmt.Fprintf(env.Stdout, "warnings:\n%s", runstate.WarningsText(st.Warnings))
 	}
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -87,7 +88,7 @@ func TestStatusControllerLive(t *testing.T) {
 func TestSummaryLineWaitFirstSlot(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	s := &controller.Summary{Run: "r", Evaluations: 360, OK: 360, WallS: 95, WaitFirstSlotS: 47, EvalsPerS: 7.5}
+	s := &runstate.Summary{Run: "r", Evaluations: 360, OK: 360, WallS: 95, WaitFirstSlotS: 47, EvalsPerS: 7.5}
 	if err := printSummary(&out, s, false); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -89,15 +88,15 @@ func TestSummaryCountsStopped(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		sum  controller.Summary
+		sum  runstate.Summary
 		want string
 	}{
-		{"none stopped", controller.Summary{Run: "r", Evaluations: 200, OK: 195, Infeasible: 5, WallS: 8.3, EvalsPerS: 24.1},
+		{"none stopped", runstate.Summary{Run: "r", Evaluations: 200, OK: 195, Infeasible: 5, WallS: 8.3, EvalsPerS: 24.1},
 			"run r: 200 evaluations (195 ok, 5 infeasible, 0 error, 0 timeout, 0 lost) in 8.3 s, 24.1/s\n"},
-		{"stopped", controller.Summary{Run: "r", Evaluations: 200, OK: 20, Infeasible: 5, Error: 1, Lost: 2, Stopped: 172,
-			EarlyStop: &controller.EarlyStopSummary{}, WallS: 8.3, EvalsPerS: 24.1},
+		{"stopped", runstate.Summary{Run: "r", Evaluations: 200, OK: 20, Infeasible: 5, Error: 1, Lost: 2, Stopped: 172,
+			EarlyStop: &runstate.EarlyStopSummary{}, WallS: 8.3, EvalsPerS: 24.1},
 			"run r: 200 evaluations (20 ok, 5 infeasible, 1 error, 0 timeout, 2 lost, 172 stopped) in 8.3 s, 24.1/s\n"},
-		{"rule, none stopped", controller.Summary{Run: "r", Evaluations: 3, OK: 3, EarlyStop: &controller.EarlyStopSummary{}, WallS: 1, EvalsPerS: 3},
+		{"rule, none stopped", runstate.Summary{Run: "r", Evaluations: 3, OK: 3, EarlyStop: &runstate.EarlyStopSummary{}, WallS: 1, EvalsPerS: 3},
 			"run r: 3 evaluations (3 ok, 0 infeasible, 0 error, 0 timeout, 0 lost, 0 stopped) in 1.0 s, 3.0/s\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -89,7 +89,7 @@ func WriteHTML(w io.Writer, a *Analysis, charts []Chart, generated time.Time) er
 
 // objectivesText is a run's objectives and constraints for people:
 // "f1:min, f2:min subject to f1>=0.05".
-func objectivesText(p *controller.Pareto) string {
+func objectivesText(p *runstate.Pareto) string {
 	s := strings.Join(p.Objectives, ", ")
 	if len(p.Constraints) > 0 {
 		s += " subject to " + strings.Join(p.Constraints, ", ")
@@ -98,7 +98,7 @@ func objectivesText(p *controller.Pareto) string {
 }
 
 // frontRows are the facts table's rows of a front; "" for none.
-func frontRows(p *controller.Pareto) (objectives, front, hypervolume string) {
+func frontRows(p *runstate.Pareto) (objectives, front, hypervolume string) {
 	if p == nil {
 		return "", "", ""
 	}

@@ -100,7 +100,7 @@ func (a *Analysis) analyzePareto(in Input, results []Entry, evaluations int) {
 		ps.trueHV = pareto.TrueHypervolumeAt(in.Run.Space, obj.List(), ref)
 	}
 	a.pareto = ps
-	a.Pareto = controller.ParetoOf(fold, in.Run.Space)
+	a.Pareto = runstate.ParetoOf(fold, in.Run.Space)
 }
 
 // frontDesigns are the fold's front as the designs measured: the same

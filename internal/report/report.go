@@ -15,7 +15,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -137,7 +136,7 @@ type Analysis struct {
 	// the front, its hypervolume, the reference point and, for a
 	// built-in problem, the ratio to the true front's; nil for a run of
 	// one fitness.
-	Pareto *controller.Pareto
+	Pareto *runstate.Pareto
 	// ObjectivesError says why the run's recorded objectives did not
 	// read; the report is then drawn as for one fitness.
 	ObjectivesError string
