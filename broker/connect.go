@@ -48,6 +48,10 @@ func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra
 			log.WithField("url", nc.ConnectedUrlRedacted()).Info("reconnected to broker")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if CleanupRefused(err) {
+				log.WithError(err).Debug("the broker keeps a clean-up from this credential to itself")
+				return
+			}
 			log.WithError(err).Warn("broker connection error")
 		}),
 	}
