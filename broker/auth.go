@@ -60,11 +60,20 @@ type Credential struct {
 	JWT string `json:"jwt,omitempty"`
 }
 
+// RoleSite is the role of a credential that a site's NATS gave (a .creds
+// file, an nkey seed): evoq does not know what it may do; the site's
+// account and user permissions say.
+const RoleSite Role = ""
+
 // Check reports ErrCredential when the role, the run or the seed is
 // invalid.
 func (c Credential) Check() error {
 	if c.JWT != "" {
 		return c.checkJWT()
+	}
+	if c.Role == RoleSite && c.Run == "" {
+		_, err := c.PublicKey()
+		return err
 	}
 	if err := checkRole(c.Role, c.Run); err != nil {
 		return err
@@ -74,13 +83,19 @@ func (c Credential) Check() error {
 }
 
 // checkJWT checks a credential of operator mode: a run's admin, worker or
-// reader, whose JWT is of the seed's key.
+// reader, or a site's user, whose JWT is of the seed's key.
 func (c Credential) checkJWT() error {
-	if c.Role != RoleAdmin && c.Role != RoleWorker && c.Role != RoleReader {
+	switch c.Role {
+	case RoleSite:
+		if c.Run != "" {
+			return fmt.Errorf("%w: a site's credential names no run, not %q", ErrCredential, c.Run)
+		}
+	case RoleAdmin, RoleWorker, RoleReader:
+		if err := schema.ValidToken(c.Run); err != nil {
+			return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, c.Role, err)
+		}
+	default:
 		return fmt.Errorf("%w: role %q: want %s, %s or %s", ErrCredential, c.Role, RoleAdmin, RoleWorker, RoleReader)
-	}
-	if err := schema.ValidToken(c.Run); err != nil {
-		return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, c.Role, err)
 	}
 	pub, err := c.PublicKey()
 	if err != nil {
@@ -129,7 +144,7 @@ func (c Credential) Options() []nats.Option {
 		return opts
 	}
 	pub, err := c.PublicKey()
-	if err == nil {
+	if err == nil && (c.Role != RoleSite || c.Run != "") {
 		err = checkRole(c.Role, c.Run)
 	}
 	if err != nil {

@@ -50,6 +50,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.s.register(fs)
 	c.e.register(fs)
 	c.b.register(fs, true)
+	c.b.sec.registerHandOn(fs)
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
@@ -135,7 +136,7 @@ func joinHint(s *session, run, connectFile string) string {
 	if s.credential != nil || (s.embedded != nil && s.embedded.AdminCredential() != broker.Credential{}) {
 		return "evoq worker --run " + run + " --connect FILE (FILE: the connect file that 'evoq controller --connect-file FILE' writes, with the run's worker credential)"
 	}
-	hint := "evoq worker --run " + run + " --nats " + strings.Join(s.urls(), ",")
+	hint := "evoq worker --run " + run + " --nats " + broker.RedactURL(strings.Join(s.urls(), ","))
 	if ca := s.sec.caForClients(); ca != "" {
 		hint += " --tls-ca " + ca
 	}
@@ -277,8 +278,8 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 	if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
 		return err
 	}
-	fields := logrus.Fields{"file": c.connectFile, "urls": strings.Join(cf.URLs, ","), "role": cf.Role}
-	if cf.Role != "" {
+	fields := logrus.Fields{"file": c.connectFile, "urls": broker.RedactURL(strings.Join(cf.URLs, ",")), "role": cf.Role}
+	if _, ok := cf.Credential(); ok || cf.Role != "" || c.b.sec.readerCreds != "" {
 		rf, err := s.connectFile(ctx, broker.RoleReader, run)
 		if err != nil {
 			return err
@@ -289,6 +290,9 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 		fields["reader_file"] = readerFile(c.connectFile)
 	}
 	log.WithFields(fields).Info("connect file written")
+	if s.sec.sharedCredential {
+		log.WithField("file", c.connectFile).Warn("the workers' connect file carries the controller's own credential: the workers then hold the same rights as the controller; give --worker-creds FILE (and --reader-creds FILE) with the site's credentials for them")
+	}
 	return nil
 }
 
