@@ -298,3 +298,43 @@ func (s *siteServer) siteRunEnv(t *testing.T, run string, ctlArgs, env []string,
 	}
 	return out
 }
+
+// An account of a site's NATS that cannot hold a run: without JetStream,
+// or limited to 4 streams (a run needs 6). The controller stops at once,
+// exit 2, naming what the account lacks and what a run needs, and the
+// account holds nothing of evoq afterwards.
+func TestSiteAccountTooSmall(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, "accounts {\n"+
+		"  NOJS { users: [ {user: nojs, password: pw1} ] }\n"+
+		"  SMALL { jetstream: { max_streams: 4 }, users: [ {user: small, password: pw2} ] }\n}\n")
+	for _, tc := range []struct {
+		name, user, want string
+	}{
+		{"without JetStream", "nojs:pw1", "JetStream is not enabled for this account"},
+		{"4 streams", "small:pw2", "at most 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := strings.Replace(s.url, "nats://", "nats://"+tc.user+"@", 1)
+			start := time.Now()
+			r := evoq(t, time.Minute, "controller", "--nats", url, "--run", "small", "--budget", "10", "--init", "5", "--pool", "3")
+			took := time.Since(start)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "6 streams") {
+				t.Errorf("exit %d after %s; want 2 naming %q and what a run needs\n%s", r.code, took, tc.want, tail(r.stderr, 3000))
+			}
+			if took > 5*time.Second {
+				t.Errorf("refused after %s; want within 5 s", took)
+			}
+			if strings.Contains(r.stderr, strings.Split(tc.user, ":")[1]+"@") {
+				t.Errorf("the password shows:\n%s", r.stderr)
+			}
+			acc, err := s.srv.LookupAccount(map[string]string{"nojs:pw1": "NOJS", "small:pw2": "SMALL"}[tc.user])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := acc.JetStreamUsage().Streams; n != 0 {
+				t.Errorf("the account holds %d streams after the refusal, want none", n)
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ func CreateObject(ctx context.Context, js jetstream.JetStream, run string, repli
 		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), err)
+		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), broker.AccountErr(js, err))
 	}
 	return &Object{obs: obs, js: js, run: run, local: local}, nil
 }

@@ -44,7 +44,7 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 		}
 		s.embedded, s.url = e, e.ClientURL()
 		log.WithFields(logrus.Fields{"url": broker.RedactURL(s.url), "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore,
-			"auth": cfg.Auth, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
+			"auth": cfg.Auth || cfg.Trust != nil, "operator_mode": cfg.Trust != nil, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
 		b.sec.warn(log, cfg)
 	}
 	opts := b.sec.clientOpts

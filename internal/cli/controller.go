@@ -95,6 +95,11 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err := s.waitConnected(ctx, log); err != nil {
 		return err
 	}
+	// Before anything is read or declared: an account that cannot hold a
+	// run is refused at once, not retried.
+	if err := broker.CheckAccount(ctx, s.js); err != nil {
+		return err
+	}
 	if err := c.prepare(ctx, s, &cfg, log); err != nil {
 		return err
 	}
