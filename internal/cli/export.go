@@ -39,7 +39,7 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 
 // source checks that one source is named and returns it.
 func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source, error) {
-	src := history.Source{NATS: s.nats, ConnectFile: s.connect}
+	src := history.Source{NATS: s.nats, ConnectFile: s.connect, Run: s.run}
 	if err := checkRunID("run", s.run); err != nil {
 		return src, err
 	}
