@@ -97,7 +97,7 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	}
 	// Before anything is read or declared: an account that cannot hold a
 	// run is refused at once, not retried.
-	if err := broker.CheckAccount(ctx, s.js); err != nil {
+	if err := checkAccount(ctx, s, log); err != nil {
 		return err
 	}
 	if err := c.prepare(ctx, s, &cfg, log); err != nil {
@@ -398,4 +398,19 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 		return failedErr(configErr(err))
 	}
 	return printSummary(env.Stdout, sum, jsonOut)
+}
+
+// checkAccount checks that the broker's account can hold a run, retrying
+// what waiting mends (a cluster electing its JetStream leader) for up to
+// controller.StartRetry, and refusing at once what it does not.
+func checkAccount(ctx context.Context, s *session, log logrus.FieldLogger) error {
+	b := broker.Backoff{Limit: controller.StartRetry, OnRetry: func(err error, wait time.Duration) {
+		log.WithError(err).WithField("retry_in", wait).Warn("checking the broker's account failed; retrying")
+	}}
+	err := broker.Retry(ctx, b, func() error { return broker.CheckAccount(ctx, s.js) })
+	var re *broker.RetryError
+	if errors.As(err, &re) {
+		return fmt.Errorf("check the broker's account: %w", re.Last)
+	}
+	return err
 }
