@@ -25,17 +25,23 @@ func LastValues(ctx context.Context, js jetstream.JetStream, bucket string) ([]j
 // watcher, which a reader's credential could not stop without waiting.
 func LastValuesOf(ctx context.Context, js jetstream.JetStream, bucket, keys string) ([]jetstream.KeyValueEntry, error) {
 	stream := kvStream + bucket
-	var out []jetstream.KeyValueEntry
+	// A key put again while the read goes on comes twice: its last value
+	// then, and its new one. The later wins, as a deletion does.
+	last := map[string]*lastValue{}
+	var order []string
 	err := ReadStored(ctx, js, stream, kvKey(bucket, keys), true, func(m jetstream.Msg) error {
-		if op := m.Headers().Get(kvOperationHdr); op == "DEL" || op == "PURGE" {
-			return nil
-		}
 		meta, err := m.Metadata()
 		if err != nil {
 			return err
 		}
-		out = append(out, lastValue{bucket: bucket, key: strings.TrimPrefix(m.Subject(), kvPrefix+bucket+"."),
-			value: m.Data(), revision: meta.Sequence.Stream, created: meta.Timestamp})
+		key := strings.TrimPrefix(m.Subject(), kvPrefix+bucket+".")
+		if _, seen := last[key]; !seen {
+			order = append(order, key)
+		}
+		last[key] = nil
+		if op := m.Headers().Get(kvOperationHdr); op != "DEL" && op != "PURGE" {
+			last[key] = &lastValue{bucket: bucket, key: key, value: m.Data(), revision: meta.Sequence.Stream, created: meta.Timestamp}
+		}
 		return nil
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -43,6 +49,12 @@ func LastValuesOf(ctx context.Context, js jetstream.JetStream, bucket, keys stri
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
+	}
+	var out []jetstream.KeyValueEntry
+	for _, key := range order {
+		if e := last[key]; e != nil {
+			out = append(out, *e)
+		}
 	}
 	return out, nil
 }

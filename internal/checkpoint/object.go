@@ -174,18 +174,28 @@ const ListWait = 30 * time.Second
 func (o *Object) list(ctx context.Context, showDeleted bool) ([]*jetstream.ObjectInfo, error) {
 	lctx, cancel := context.WithTimeout(ctx, ListWait)
 	defer cancel()
-	var infos []*jetstream.ObjectInfo
+	// An object stored or deleted while the listing goes on comes twice:
+	// its metadata then, and its new one. The later wins.
+	last := map[string]*jetstream.ObjectInfo{}
+	var order []string
 	meta := "$O." + schema.CheckpointBucket(o.run) + ".M.*"
 	err := broker.ReadStored(lctx, o.js, o.stream(), meta, true, func(m jetstream.Msg) error {
 		var in jetstream.ObjectInfo
 		if err := json.Unmarshal(m.Data(), &in); err != nil {
 			return fmt.Errorf("checkpoint bucket %s: metadata of %s: %w", schema.CheckpointBucket(o.run), m.Subject(), err)
 		}
-		if !in.Deleted || showDeleted {
-			infos = append(infos, &in)
+		if _, seen := last[m.Subject()]; !seen {
+			order = append(order, m.Subject())
 		}
+		last[m.Subject()] = &in
 		return nil
 	})
+	var infos []*jetstream.ObjectInfo
+	for _, subj := range order {
+		if in := last[subj]; !in.Deleted || showDeleted {
+			infos = append(infos, in)
+		}
+	}
 	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
 		return nil, fmt.Errorf("list checkpoint bucket %s: no end to the listing within %s", schema.CheckpointBucket(o.run), ListWait)
 	}
