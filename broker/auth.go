@@ -60,11 +60,20 @@ type Credential struct {
 	JWT string `json:"jwt,omitempty"`
 }
 
+// RoleSite is the role of a credential that a site's NATS gave (a .creds
+// file, an nkey seed): evoq does not know what it may do; the site's
+// account and user permissions say.
+const RoleSite Role = ""
+
 // Check reports ErrCredential when the role, the run or the seed is
 // invalid.
 func (c Credential) Check() error {
 	if c.JWT != "" {
 		return c.checkJWT()
+	}
+	if c.Role == RoleSite && c.Run == "" {
+		_, err := c.PublicKey()
+		return err
 	}
 	if err := checkRole(c.Role, c.Run); err != nil {
 		return err
@@ -74,13 +83,19 @@ func (c Credential) Check() error {
 }
 
 // checkJWT checks a credential of operator mode: a run's admin, worker or
-// reader, whose JWT is of the seed's key.
+// reader, or a site's user, whose JWT is of the seed's key.
 func (c Credential) checkJWT() error {
-	if c.Role != RoleAdmin && c.Role != RoleWorker && c.Role != RoleReader {
+	switch c.Role {
+	case RoleSite:
+		if c.Run != "" {
+			return fmt.Errorf("%w: a site's credential names no run, not %q", ErrCredential, c.Run)
+		}
+	case RoleAdmin, RoleWorker, RoleReader:
+		if err := schema.ValidToken(c.Run); err != nil {
+			return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, c.Role, err)
+		}
+	default:
 		return fmt.Errorf("%w: role %q: want %s, %s or %s", ErrCredential, c.Role, RoleAdmin, RoleWorker, RoleReader)
-	}
-	if err := schema.ValidToken(c.Run); err != nil {
-		return fmt.Errorf("%w: %s credential: run: %v", ErrCredential, c.Role, err)
 	}
 	pub, err := c.PublicKey()
 	if err != nil {
@@ -129,7 +144,7 @@ func (c Credential) Options() []nats.Option {
 		return opts
 	}
 	pub, err := c.PublicKey()
-	if err == nil {
+	if err == nil && (c.Role != RoleSite || c.Run != "") {
 		err = checkRole(c.Role, c.Run)
 	}
 	if err != nil {
@@ -250,19 +265,20 @@ func objSubject(run, kind string) string {
 	return "$O." + schema.CheckpointBucket(run) + "." + kind + ".*"
 }
 
-// objRead are what ObjectStore.GetInfo, Get and List need: bind to the
-// bucket, read the last metadata of a name (direct get by subject), and
-// ordered push consumers on an object's chunks or on every name's
-// metadata, which ask for flow control and are deleted when done.
+// objRead are what listing the run's checkpoints needs (the checkpoint
+// package's List, evoq status): bind to the bucket, read the last
+// metadata of a name (ObjectStore.GetInfo, a direct get by subject), and
+// a push consumer on every name's metadata (ReadStored), which asks for
+// flow control. It is never deleted by its client: the broker removes it
+// once idle (SnapshotIdle), and no run credential may delete a consumer,
+// which could be another client's.
 func objRead(run string) []string {
 	s := objStream(run)
 	return append([]string{
 		streamInfo(s),
 		jsAPI + "DIRECT.GET." + s + "." + objSubject(run, "M"),
 		jsAPI + "DIRECT.GET." + s + ".$O." + schema.CheckpointBucket(run) + ".M.>",
-		consumerCreate(s, objSubject(run, "C")),
 		consumerCreate(s, objSubject(run, "M")),
-		jsAPI + "CONSUMER.DELETE." + s + ".*",
 	}, flowControl(s)...)
 }
 
@@ -282,12 +298,18 @@ func workerPermissions(run string) *server.Permissions {
 		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
 	}
 	pub = append(pub, ackSubjects(schema.DesignStream, cons)...) // Ack, Nak, InProgress, Term
-	// ObjectStore.Put and GetFile of the run's checkpoints: the chunks
-	// and the metadata, the purge of a replaced object's chunks (or of
-	// an upload that failed), and what reading needs. The purge takes its
-	// subject in the request body, so a worker may purge any subject of
-	// its run's bucket: a checkpoint of its own run, nothing else.
-	pub = append(pub, objSubject(run, "C"), objSubject(run, "M"), jsAPI+"STREAM.PURGE."+objStream(run))
+	// ObjectStore.Put of the run's checkpoints: the chunks and the
+	// metadata; and what reading them needs. Never the purge: it takes
+	// its subject in the request body, so whoever may purge a replaced
+	// object's chunks may purge the whole bucket. The chunks of an upload
+	// that failed, or of an object stored again, are purged by the
+	// controller's sweep (checkpoint.Object.Sweep) instead.
+	pub = append(pub, objSubject(run, "C"), objSubject(run, "M"))
+	// checkpoint.Object.Fetch: an object's chunks, one direct get by
+	// sequence and subject each (the request names its subject in the
+	// body: any message of the run's own bucket, which the worker may
+	// read anyway).
+	pub = append(pub, jsAPI+"DIRECT.GET."+objStream(run))
 	pub = append(pub, objRead(run)...)
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: pub},
@@ -323,20 +345,14 @@ func readerPermissions(run string) *server.Permissions {
 		directGet(schema.PresenceBucket, run+".*"), // KeyValue.Get of the run's heartbeats
 		streamInfo(kvStream + schema.LeaseBucket),  // js.KeyValue binds to the bucket's stream
 		directGet(schema.LeaseBucket, run),         // KeyValue.Get of the controller's lease: who runs the run
-		// KeyValue.ListKeysFiltered and Watch of the run's keys: ordered
-		// push consumers filtered to them, which ask for flow control.
+		// LastValuesOf (ReadStored) of the run's keys: push consumers
+		// filtered to them, which ask for flow control.
 		consumerCreate(kvStream+schema.RunBucket, kvKey(schema.RunBucket, run)),
 		consumerCreate(kvStream+schema.PresenceBucket, kvKey(schema.PresenceBucket, run+".*")),
 	}
-	for _, stream := range []string{schema.ResultStream, schema.ReportStream, kvStream + schema.RunBucket, kvStream + schema.PresenceBucket} {
-		// Ordered consumers and key watchers delete their consumer when
-		// they stop or reset. These streams keep their messages whatever
-		// their consumers do (limits retention), so deleting a consumer
-		// loses no data; the names of other clients' consumers are
-		// random and unlisted. The work queue's consumer, on
-		// EVOQ_DESIGNS, cannot be deleted.
-		pub = append(pub, jsAPI+"CONSUMER.DELETE."+stream+".*")
-	}
+	// No CONSUMER.DELETE: a reader's own consumers (ordered ones and
+	// ReadStored's) are removed by the broker once idle; one allowed to
+	// delete its own could delete every other client's on the stream.
 	pub = append(pub, flowControl(kvStream+schema.RunBucket)...)
 	pub = append(pub, flowControl(kvStream+schema.PresenceBucket)...)
 	pub = append(pub, objRead(run)...) // the checkpoint store's figures (evoq status)

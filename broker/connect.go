@@ -48,6 +48,10 @@ func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra
 			log.WithField("url", nc.ConnectedUrlRedacted()).Info("reconnected to broker")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if CleanupRefused(err) {
+				log.WithError(err).Debug("the broker keeps a clean-up from this credential to itself")
+				return
+			}
 			log.WithError(err).Warn("broker connection error")
 		}),
 	}
@@ -73,7 +77,68 @@ func Connect(url, name string, embedded *Embedded, log logrus.FieldLogger, extra
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
+		return nil, fmt.Errorf("connect to %s: %w", RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// RedactURL is url, or a comma-separated list of URLs, with the user info
+// of each (a password, a token) replaced by ***: the user name stays, so
+// that the log says who connected, never with what. Every URL that is
+// logged, printed or put in an error passes through it; the secrets stay
+// in the connect files and flags they came from.
+func RedactURL(url string) string {
+	parts := strings.Split(url, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+func redactOne(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		scheme, rest = "", s
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 || strings.Contains(rest[:at], "/") {
+		return s
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	info := "***"
+	if hasPassword {
+		info = user + ":***"
+	}
+	if scheme != "" {
+		scheme += "://"
+	}
+	return scheme + info + rest[at:]
+}
+
+// StripUserInfo is url, or a comma-separated list of URLs, without the
+// user info of each: for a connect file that carries a credential of its
+// own.
+func StripUserInfo(url string) string {
+	parts := strings.Split(url, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		scheme, rest, ok := strings.Cut(p, "://")
+		if at := strings.LastIndex(rest, "@"); ok && at >= 0 && !strings.Contains(rest[:at], "/") {
+			p = scheme + "://" + rest[at+1:]
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// HasUserInfo reports whether any URL of the list carries a user, a
+// password or a token.
+func HasUserInfo(url string) bool { return StripUserInfo(url) != strings.Join(splitTrim(url), ",") }
+
+func splitTrim(url string) []string {
+	parts := strings.Split(url, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
 }

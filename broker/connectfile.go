@@ -64,7 +64,7 @@ func (cf ConnectFile) Credential() (c Credential, ok bool) {
 		return Credential{}, false
 	}
 	c = Credential{Role: cf.Role, Seed: cf.NkeySeed, JWT: cf.JWT}
-	if cf.Role != RoleAdmin || cf.JWT != "" {
+	if cf.Role == RoleWorker || cf.Role == RoleReader || (cf.Role == RoleAdmin && cf.JWT != "") {
 		c.Run = cf.Run
 	}
 	return c, true

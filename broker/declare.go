@@ -59,20 +59,63 @@ func Declare(ctx context.Context, js jetstream.JetStream, opts ...DeclareOption)
 	if err := CheckReplicas(o.replicas); err != nil {
 		return err
 	}
-	for _, cfg := range streamConfigs(o.replicas) {
-		if err := keepsReplicas(ctx, js, cfg.Name, o.replicas); err != nil {
-			return err
-		}
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("declare stream %s: %w", cfg.Name, replicasErr(err, cfg.Name, o.replicas))
+	if err := checkAccount(ctx, js, declaredStreams()); err != nil {
+		return err
+	}
+	var made []string
+	err := declare(ctx, js, o.replicas, &made)
+	if errors.Is(err, ErrAccount) {
+		// Nothing half-declared is left behind by a refusal that
+		// waiting does not mend.
+		for _, name := range made {
+			_ = js.DeleteStream(ctx, name)
 		}
 	}
-	for _, cfg := range bucketConfigs(o.replicas) {
-		if err := keepsReplicas(ctx, js, "KV_"+cfg.Bucket, o.replicas); err != nil {
+	return err
+}
+
+// declaredStreams are the names of the streams Declare makes, the
+// buckets' among them.
+func declaredStreams() []string {
+	var names []string
+	for _, cfg := range streamConfigs(1) {
+		names = append(names, cfg.Name)
+	}
+	for _, cfg := range bucketConfigs(1) {
+		names = append(names, "KV_"+cfg.Bucket)
+	}
+	return names
+}
+
+// declare declares the streams and buckets, adding to made the names of
+// those it created.
+func declare(ctx context.Context, js jetstream.JetStream, replicas int, made *[]string) error {
+	existed := func(name string) bool {
+		_, err := js.Stream(ctx, name)
+		return !errors.Is(err, jetstream.ErrStreamNotFound)
+	}
+	for _, cfg := range streamConfigs(replicas) {
+		if err := keepsReplicas(ctx, js, cfg.Name, replicas); err != nil {
 			return err
 		}
+		there := existed(cfg.Name)
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("declare stream %s: %w", cfg.Name, accountErr(js, replicasErr(err, cfg.Name, replicas)))
+		}
+		if !there {
+			*made = append(*made, cfg.Name)
+		}
+	}
+	for _, cfg := range bucketConfigs(replicas) {
+		if err := keepsReplicas(ctx, js, "KV_"+cfg.Bucket, replicas); err != nil {
+			return err
+		}
+		there := existed("KV_" + cfg.Bucket)
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, replicasErr(err, "KV_"+cfg.Bucket, o.replicas))
+			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, accountErr(js, replicasErr(err, "KV_"+cfg.Bucket, replicas)))
+		}
+		if !there {
+			*made = append(*made, "KV_"+cfg.Bucket)
 		}
 	}
 	return nil
@@ -189,7 +232,7 @@ func DeclareConsumer(ctx context.Context, js jetstream.JetStream, run string, cc
 	}
 	c, err := js.CreateOrUpdateConsumer(ctx, schema.DesignStream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("declare consumer %s: %w", cfg.Durable, err)
+		return nil, fmt.Errorf("declare consumer %s: %w", cfg.Durable, accountErr(js, err))
 	}
 	return c, nil
 }

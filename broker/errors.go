@@ -56,3 +56,19 @@ func TLSRefused(err error) bool {
 	}
 	return false
 }
+
+// CleanupRefused reports whether err is the broker refusing a run
+// credential a clean-up that nats.go makes on its own: an ordered consumer
+// deleting the consumer it replaces, an object store purging the chunks
+// of an object it stored again or of an upload that failed. The broker
+// removes such consumers once idle, and the controller's sweep the
+// chunks, so the refusal is expected, not an error to warn of. The match
+// is on the subject in the server's text, pinned by
+// TestCleanupRefusedText.
+func CleanupRefused(err error) bool {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, `"`+jsAPI+"CONSUMER.DELETE.") || strings.Contains(msg, `"`+jsAPI+"STREAM.PURGE.OBJ_")
+}

@@ -7,15 +7,8 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/schema"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// ResultsFetchWait bounds the wait for one batch of results.
-const ResultsFetchWait = 5 * time.Second
-
-// resultsBatch is the number of results fetched at once.
-const resultsBatch = 512
 
 // ErrStopReading, returned by a ResultFunc, ends ReadResults early
 // without an error.
@@ -42,65 +35,35 @@ func ReadResults(ctx context.Context, js jetstream.JetStream, run string, fn Res
 // and body.
 type rawFunc func(seq uint64, t time.Time, data []byte) error
 
-// readRun hands fn the messages of subject on stream in stream order, read
-// with an ordered consumer, until it has caught up with those stored when
-// it began. what names them in errors.
+// readRun hands fn the messages of subject on stream in stream order,
+// read with ReadStored, until it has caught up with those stored when it
+// began. what names them in errors. ReadStored's consumer is never
+// deleted by its client, which a reader's credential may not do: nats.go's
+// ordered consumers delete the one they replace on every fetch.
 func readRun(ctx context.Context, js jetstream.JetStream, stream, subject, what string, fn rawFunc) error {
 	want, err := countSubject(ctx, js, stream, subject)
 	if err != nil || want == 0 {
 		return err
 	}
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return fmt.Errorf("%s consumer: %w", what, err)
-	}
 	var got uint64
-	for got < want {
-		n, done, err := batchOf(cons, int(min(resultsBatch, want-got)), what, fn, &got)
-		switch {
-		case errors.Is(err, ErrStopReading):
-			return nil
-		case err != nil:
+	err = ReadStored(ctx, js, stream, subject, false, func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("%s metadata: %w", what, err)
+		}
+		got++
+		if err := fn(meta.Sequence.Stream, meta.Timestamp, m.Data()); err != nil {
 			return err
-		case done:
-			return nil
-		case n == 0:
-			return fmt.Errorf("%s on %s: read %d of %d, then none came within %s", what, subject, got, want, ResultsFetchWait)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if got >= want {
+			return ErrStopReading
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s on %s: read %d of %d: %w", what, subject, got, want, err)
 	}
 	return nil
-}
-
-// batchOf fetches and hands on up to size messages, no more than are
-// left to read, so that the fetch need not wait out its expiry; done
-// reports that the consumer has caught up with the stream.
-func batchOf(cons jetstream.Consumer, size int, what string, fn rawFunc, got *uint64) (n int, done bool, err error) {
-	msgs, err := cons.Fetch(size, jetstream.FetchMaxWait(ResultsFetchWait))
-	if err != nil {
-		return 0, false, fmt.Errorf("fetch %s: %w", what, err)
-	}
-	for m := range msgs.Messages() {
-		n++
-		*got++
-		meta, merr := m.Metadata()
-		if merr != nil {
-			return n, false, fmt.Errorf("%s metadata: %w", what, merr)
-		}
-		if err = fn(meta.Sequence.Stream, meta.Timestamp, m.Data()); err != nil {
-			for range msgs.Messages() { // drain the rest of the batch
-			}
-			return n, false, err
-		}
-		done = meta.NumPending == 0
-	}
-	if err := msgs.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return n, false, fmt.Errorf("fetch %s: %w", what, err)
-	}
-	return n, done, nil
 }
 
 // countResults is the number of stored results of run.

@@ -90,7 +90,7 @@ func Retry(ctx context.Context, b Backoff, op func() error) error {
 		switch {
 		case err == nil:
 			return nil
-		case b.Permanent != nil && b.Permanent(err):
+		case errors.Is(err, ErrAccount) || (b.Permanent != nil && b.Permanent(err)):
 			return err
 		case ctx.Err() != nil || passed(deadline):
 			return gaveUp(err)

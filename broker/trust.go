@@ -64,7 +64,13 @@ const RouteUser = "evoq-route"
 // InitTrust makes a new trust root in dir/TrustFile, or reads the one
 // there; created says which.
 func InitTrust(dir string) (t *Trust, created bool, err error) {
-	path := filepath.Join(dir, TrustFile)
+	return InitTrustAt(filepath.Join(dir, TrustFile))
+}
+
+// InitTrustAt makes a new trust root in the file path, or reads the one
+// there; created says which.
+func InitTrustAt(path string) (t *Trust, created bool, err error) {
+	dir := filepath.Dir(path)
 	if t, err := LoadTrust(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return t, false, err
 	}
@@ -90,7 +96,7 @@ func InitTrust(dir string) (t *Trust, created bool, err error) {
 	// Written whole to a temporary file, then linked into place: two
 	// nodes initializing one shared directory at once keep the first's
 	// root, and the second reads it, never half of it.
-	tmp, err := os.CreateTemp(dir, "."+TrustFile+".*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %v", ErrTrust, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,7 +39,7 @@ func CreateObject(ctx context.Context, js jetstream.JetStream, run string, repli
 		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), err)
+		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), broker.AccountErr(js, err))
 	}
 	return &Object{obs: obs, js: js, run: run, local: local}, nil
 }
@@ -77,7 +79,7 @@ func (o *Object) Put(ctx context.Context, design, path string) (schema.Checkpoin
 
 // Fetch implements Store: it downloads into dst.
 func (o *Object) Fetch(ctx context.Context, ref schema.CheckpointRef, dst string) (string, error) {
-	err := o.obs.GetFile(ctx, ref.Design, dst)
+	err := o.download(ctx, ref.Design, dst)
 	switch {
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		return "", fmt.Errorf("%w: %s", ErrNotFound, ref.Design)
@@ -94,6 +96,50 @@ func (o *Object) Fetch(ctx context.Context, ref schema.CheckpointRef, dst string
 	}
 	return dst, nil
 }
+
+// download writes the object design to dst, its chunks read one direct
+// get at a time. nats.go's ObjectStore.Get reads through a consumer it
+// deletes when done, which a worker's credential may not do; one
+// consumer left per download for the broker to expire would, at hundreds
+// of downloads a second, run into the broker's cap on a stream's
+// consumers (1,000 by default).
+func (o *Object) download(ctx context.Context, design, dst string) error {
+	info, err := o.obs.GetInfo(ctx, design)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if info.Size > 0 {
+		stream, err := o.js.Stream(ctx, o.stream())
+		if err != nil {
+			return err
+		}
+		chunks := "$O." + schema.CheckpointBucket(o.run) + ".C." + info.NUID
+		seq := uint64(1)
+		for range info.Chunks {
+			m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(chunks))
+			if err != nil {
+				return fmt.Errorf("chunk after sequence %d: %w", seq, err)
+			}
+			h.Write(m.Data)
+			if _, err := f.Write(m.Data); err != nil {
+				return err
+			}
+			seq = m.Sequence + 1
+		}
+	}
+	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil)); got != info.Digest {
+		return fmt.Errorf("%w: stored %s, read %s", jetstream.ErrDigestMismatch, info.Digest, got)
+	}
+	return f.Close()
+}
+
+func (o *Object) stream() string { return "OBJ_" + schema.CheckpointBucket(o.run) }
 
 // Delete implements Store. The object store marks a deleted object with a
 // metadata message of its own, kept for ever: one per design, across a
@@ -116,32 +162,52 @@ func (o *Object) Delete(ctx context.Context, design string) error {
 	return stream.Purge(ctx, jetstream.WithPurgeSubject(meta))
 }
 
-// ListWait bounds one listing of the bucket. nats.go lists an object
-// store through a watcher that ends when the broker's delivery says
-// nothing more is pending; once in many continued runs that end never
-// came, and the listing, with no deadline of its own, held the new
-// controller for good before its first design (a sweep that had listed
-// nothing after 15 minutes). A listing past ListWait fails instead: the
-// caller retries it, or goes on without it.
+// ListWait bounds one listing of the bucket: a broker that stops
+// delivering it fails the listing, and the caller retries it, or goes on
+// without it.
 const ListWait = 30 * time.Second
 
-// list lists the bucket's objects within ListWait.
-func (o *Object) list(ctx context.Context, opts ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+// list lists the bucket's objects within ListWait: the last metadata of
+// each name, read with broker.ReadStored (nats.go's ObjectStore.List
+// deletes its consumer when done, which a reader's credential may not
+// do). Deleted objects are left out unless showDeleted.
+func (o *Object) list(ctx context.Context, showDeleted bool) ([]*jetstream.ObjectInfo, error) {
 	lctx, cancel := context.WithTimeout(ctx, ListWait)
 	defer cancel()
-	infos, err := o.obs.List(lctx, opts...)
+	// An object stored or deleted while the listing goes on comes twice:
+	// its metadata then, and its new one. The later wins.
+	last := map[string]*jetstream.ObjectInfo{}
+	var order []string
+	meta := "$O." + schema.CheckpointBucket(o.run) + ".M.*"
+	err := broker.ReadStored(lctx, o.js, o.stream(), meta, true, func(m jetstream.Msg) error {
+		var in jetstream.ObjectInfo
+		if err := json.Unmarshal(m.Data(), &in); err != nil {
+			return fmt.Errorf("checkpoint bucket %s: metadata of %s: %w", schema.CheckpointBucket(o.run), m.Subject(), err)
+		}
+		if _, seen := last[m.Subject()]; !seen {
+			order = append(order, m.Subject())
+		}
+		last[m.Subject()] = &in
+		return nil
+	})
+	var infos []*jetstream.ObjectInfo
+	for _, subj := range order {
+		if in := last[subj]; !in.Deleted || showDeleted {
+			infos = append(infos, in)
+		}
+	}
 	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
 		return nil, fmt.Errorf("list checkpoint bucket %s: no end to the listing within %s", schema.CheckpointBucket(o.run), ListWait)
 	}
-	return infos, err
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoint bucket %s: %w", schema.CheckpointBucket(o.run), err)
+	}
+	return infos, nil
 }
 
 // List implements Store.
 func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
-	infos, err := o.list(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
+	infos, err := o.list(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +222,8 @@ func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
 // never came (an upload cut short by a worker's death), once their last
 // chunk is OrphanAge old. An upload in progress adds chunks as it goes.
 func (o *Object) Sweep(ctx context.Context) (int, error) {
-	infos, err := o.list(ctx, jetstream.ListObjectsShowDeleted())
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+	infos, err := o.list(ctx, true)
+	if err != nil {
 		return 0, err
 	}
 	known := map[string]bool{}

@@ -46,6 +46,9 @@ type Source struct {
 	NATS string
 	// ConnectFile is a connect file written by a controller.
 	ConnectFile string
+	// Credential is the credential to connect to NATS with (a site's
+	// .creds or nkey), if any.
+	Credential *broker.Credential
 	// Trust is the trust root of a store of a broker in operator mode
 	// (see broker.Trust), with Dir: the reader connects as the admin of
 	// Run's account, or of the store's only run when Run is empty.
@@ -124,14 +127,44 @@ func Open(ctx context.Context, src Source) (*Reader, error) {
 			return nil, fmt.Errorf("%s: %w", src.ConnectFile, err)
 		}
 		opts = append(opts, fileOpts...)
+		if cf.Trust != "" {
+			// An admin's file of a broker in operator mode: the reader
+			// is the admin of the run's account, minted with the trust
+			// root the file names.
+			admin, err := trustAdmin(cf.Trust, src.Run, cf.Run)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", src.ConnectFile, err)
+			}
+			opts = append(opts, admin.Options()...)
+			r.ConnectRun = admin.Run
+		}
 	default:
 		url = src.NATS
+		if src.Credential != nil {
+			opts = append(opts, src.Credential.Options()...)
+		}
 	}
 	if err := r.connect(ctx, url, opts); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// trustAdmin is the admin credential of run (else fileRun) minted with
+// the trust root at path.
+func trustAdmin(path, run, fileRun string) (broker.Credential, error) {
+	if run == "" {
+		run = fileRun
+	}
+	if run == "" {
+		return broker.Credential{}, fmt.Errorf("%w: a broker in operator mode keeps each run in an account of its own: name the run with --run", ErrSource)
+	}
+	t, err := broker.LoadTrust(path)
+	if err != nil {
+		return broker.Credential{}, err
+	}
+	return t.UserJWT(broker.RoleAdmin, run, time.Time{})
 }
 
 // storeRun is run, or the only run of an operator-mode store.
@@ -169,7 +202,7 @@ func (r *Reader) connect(ctx context.Context, url string, opts []nats.Option) er
 	opts = append(opts, nats.Name("evoq-history"), nats.Timeout(5*time.Second))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", url, err)
+		return fmt.Errorf("connect to %s: %w", broker.RedactURL(url), err)
 	}
 	r.nc = nc
 	if r.js, err = jetstream.New(nc); err != nil {

@@ -73,7 +73,7 @@ func TestAuthByDefault(t *testing.T) {
 		t.Fatal("a client without credentials was let in")
 	}
 	r := evoq(t, 30*time.Second, "worker", "--nats", url, "--slots", "1", "--evaluator", "sim")
-	if r.code == 0 || !strings.Contains(r.stderr, "the broker refused the credentials") || !strings.Contains(r.stderr, "--connect FILE") {
+	if r.code == 0 || !strings.Contains(r.stderr, "the broker refused a client without credentials") || !strings.Contains(r.stderr, "--connect FILE") {
 		t.Errorf("worker without credentials: exit %d\n%s", r.code, r.stderr)
 	}
 	st := evoq(t, 30*time.Second, "status", "--connect", filepath.Join(dir, "run-reader.json"), "--json")

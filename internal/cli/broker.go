@@ -106,11 +106,6 @@ func serveTrust(b *brokerFlags, path string, log logrus.FieldLogger) (string, *b
 	if err != nil {
 		return path, nil, usageErr("--trust %s: %v", path, err)
 	}
-	if filepath.Base(abs) != broker.TrustFile {
-		if _, err := os.Stat(abs); err != nil {
-			return abs, nil, usageErr("--trust %s: %v (a new trust root is made as %s in a directory: 'evoq broker init --dir DIR')", abs, err, broker.TrustFile)
-		}
-	}
 	var trust *broker.Trust
 	if _, err := os.Stat(abs); err == nil {
 		trust, err = broker.LoadTrust(abs)
@@ -119,7 +114,7 @@ func serveTrust(b *brokerFlags, path string, log logrus.FieldLogger) (string, *b
 		}
 	} else {
 		var created bool
-		if trust, created, err = broker.InitTrust(filepath.Dir(abs)); err != nil {
+		if trust, created, err = broker.InitTrustAt(abs); err != nil {
 			return abs, nil, usageErr("--trust: %v", err)
 		}
 		if created {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/evoq/evoq/broker"
 	"io"
 	"os"
 	"os/signal"
@@ -74,7 +75,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage) || errors.Is(err, broker.ErrAccount):
 		fmt.Fprintf(stderr, "evoq %s: %v\n", args[0], err)
 		return 2
 	case errors.Is(err, runstate.ErrFailed) || errors.Is(err, worker.ErrRunFailed):

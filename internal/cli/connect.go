@@ -43,8 +43,8 @@ func open(b *brokerFlags, name string, log logrus.FieldLogger) (*session, error)
 			return nil, err
 		}
 		s.embedded, s.url = e, e.ClientURL()
-		log.WithFields(logrus.Fields{"url": s.url, "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore,
-			"auth": cfg.Auth, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
+		log.WithFields(logrus.Fields{"url": broker.RedactURL(s.url), "dir": e.Dir(), "sync": b.sync, "max_store": b.maxStore,
+			"auth": cfg.Auth || cfg.Trust != nil, "operator_mode": cfg.Trust != nil, "tls": cfg.TLSCert != "", "mutual_tls": cfg.TLSVerify}).Info("embedded broker ready")
 		b.sec.warn(log, cfg)
 	}
 	opts := b.sec.clientOpts
@@ -90,17 +90,17 @@ func (s *session) waitConnected(ctx context.Context, log logrus.FieldLogger) err
 	last := time.Now()
 	for !s.nc.IsConnected() {
 		if err := s.nc.LastError(); err != nil && broker.AuthRefused(err) {
-			return fmt.Errorf("connect to %s: the broker refused the credentials (%v): give the connect file the controller or broker wrote (--connect FILE)", s.url, err)
+			return fmt.Errorf("connect to %s: the broker refused %s (%v): %s", broker.RedactURL(s.url), s.sec.credentialName(s.url), err, s.sec.refusedHint(s.url))
 		} else if err != nil && broker.TLSRefused(err) {
-			return fmt.Errorf("connect to %s: TLS failed (%v): the broker's CA comes with the connect file or --tls-ca; a broker with --tls-verify needs --tls-cert and --tls-key", s.url, err)
+			return fmt.Errorf("connect to %s: TLS failed (%v): the broker's CA comes with the connect file or --tls-ca; a broker with --tls-verify needs --tls-cert and --tls-key", broker.RedactURL(s.url), err)
 		}
 		if time.Since(last) > 5*time.Second {
-			log.WithField("url", s.url).Warn("broker not reachable yet; still trying")
+			log.WithField("url", broker.RedactURL(s.url)).Warn("broker not reachable yet; still trying")
 			last = time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("connect to %s: %w", s.url, ctx.Err())
+			return fmt.Errorf("connect to %s: %w", broker.RedactURL(s.url), ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

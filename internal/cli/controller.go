@@ -52,6 +52,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	c.s.register(fs)
 	c.e.register(fs)
 	c.b.register(fs, true)
+	c.b.sec.registerHandOn(fs)
 	c.l.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
@@ -94,6 +95,11 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	}
 	defer s.close()
 	if err := s.waitConnected(ctx, log); err != nil {
+		return err
+	}
+	// Before anything is read or declared: an account that cannot hold a
+	// run is refused at once, not retried.
+	if err := checkAccount(ctx, s, log); err != nil {
 		return err
 	}
 	if err := c.prepare(ctx, s, &cfg, log); err != nil {
@@ -141,7 +147,7 @@ func joinHint(s *session, run, connectFile string) string {
 	if s.credential != nil || (s.embedded != nil && s.embedded.AdminCredential() != broker.Credential{}) {
 		return "evoq worker --run " + run + " --connect FILE (FILE: the connect file that 'evoq controller --connect-file FILE' writes, with the run's worker credential)"
 	}
-	hint := "evoq worker --run " + run + " --nats " + strings.Join(s.urls(), ",")
+	hint := "evoq worker --run " + run + " --nats " + broker.RedactURL(strings.Join(s.urls(), ","))
 	if ca := s.sec.caForClients(); ca != "" {
 		hint += " --tls-ca " + ca
 	}
@@ -283,8 +289,8 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 	if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
 		return err
 	}
-	fields := logrus.Fields{"file": c.connectFile, "urls": strings.Join(cf.URLs, ","), "role": cf.Role}
-	if cf.Role != "" {
+	fields := logrus.Fields{"file": c.connectFile, "urls": broker.RedactURL(strings.Join(cf.URLs, ",")), "role": cf.Role}
+	if _, ok := cf.Credential(); ok || cf.Role != "" || c.b.sec.readerCreds != "" {
 		rf, err := s.connectFile(ctx, broker.RoleReader, run)
 		if err != nil {
 			return err
@@ -295,6 +301,9 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 		fields["reader_file"] = readerFile(c.connectFile)
 	}
 	log.WithFields(fields).Info("connect file written")
+	if s.sec.sharedCredential {
+		log.WithField("file", c.connectFile).Warn("the workers' connect file carries the controller's own credential: the workers then hold the same rights as the controller; give --worker-creds FILE (and --reader-creds FILE) with the site's credentials for them")
+	}
 	return nil
 }
 
@@ -448,4 +457,19 @@ func runController(ctx context.Context, s *session, cfg controller.Config, env E
 		return failedErr(configErr(err))
 	}
 	return printSummary(env.Stdout, sum, jsonOut)
+}
+
+// checkAccount checks that the broker's account can hold a run, retrying
+// what waiting mends (a cluster electing its JetStream leader) for up to
+// controller.StartRetry, and refusing at once what it does not.
+func checkAccount(ctx context.Context, s *session, log logrus.FieldLogger) error {
+	b := broker.Backoff{Limit: controller.StartRetry, OnRetry: func(err error, wait time.Duration) {
+		log.WithError(err).WithField("retry_in", wait).Warn("checking the broker's account failed; retrying")
+	}}
+	err := broker.Retry(ctx, b, func() error { return broker.CheckAccount(ctx, s.js) })
+	var re *broker.RetryError
+	if errors.As(err, &re) {
+		return fmt.Errorf("check the broker's account: %w", re.Last)
+	}
+	return err
 }

@@ -25,6 +25,7 @@ import (
 type sourceFlags struct {
 	dir, nats, connect, run string
 	trust                   string
+	creds                   securityFlags // --creds and --nkey
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
@@ -33,12 +34,19 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.nats, "nats", "", "URL of a live broker (instead of --dir)")
 	fs.StringVar(&s.connect, "connect", "", "connect file of a live controller (instead of --dir)")
 	fs.StringVar(&s.run, "run", "", "run ID (default: the connect file's run, else the only run in the store)")
+	s.creds.registerCreds(fs)
 }
 
 // source checks that one source is named and returns it.
 func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source, error) {
-	src := history.Source{NATS: s.nats, ConnectFile: s.connect}
+	src := history.Source{NATS: s.nats, ConnectFile: s.connect, Run: s.run}
 	if err := checkRunID("run", s.run); err != nil {
+		return src, err
+	}
+	if err := s.siteCredential(fs, &src); err != nil {
+		return src, err
+	}
+	if err := s.checkReaderFile(); err != nil {
 		return src, err
 	}
 	if s.nats != "" && s.connect != "" {
@@ -70,6 +78,67 @@ func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source
 	return src, nil
 }
 
+// siteCredential reads --creds or --nkey, else $NATS_CREDS or $NATS_NKEY
+// with --nats or $NATS_URL, into src: a site's NATS.
+func (s *sourceFlags) siteCredential(fs *flag.FlagSet, src *history.Source) error {
+	given := s.creds.creds != "" || s.creds.nkey != ""
+	if given && s.connect != "" {
+		return usageErr("--creds or --nkey, and --connect: a connect file carries its own credential; give one or the other")
+	}
+	if s.connect != "" || (!given && s.nats == "" && (isSet(fs, "dir") || os.Getenv("NATS_URL") == "")) {
+		return nil
+	}
+	if s.nats == "" && !isSet(fs, "dir") {
+		s.nats = os.Getenv("NATS_URL")
+		src.NATS = s.nats
+	}
+	if s.nats == "" {
+		return usageErr("--creds or --nkey: give the URL of the broker they are for with --nats (or $NATS_URL)")
+	}
+	if err := s.creds.siteCredential(); err != nil {
+		return err
+	}
+	src.Credential = s.creds.credential
+	return nil
+}
+
+// checkReaderFile refuses, at once, a connect file whose credential
+// cannot read a run: a worker's, which the broker would refuse request by
+// request.
+func (s *sourceFlags) checkReaderFile() error {
+	if s.connect == "" {
+		return nil
+	}
+	cf, err := broker.ReadConnectFile(s.connect)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if cf.Role == broker.RoleWorker {
+		return usageErr("--connect %s holds a worker's credential, which may not read a run's results: give the reader's connect file the controller wrote beside it (%s), or the admin's", s.connect, readerFile(s.connect))
+	}
+	if cf.Trust != "" && s.run == "" && cf.Run == "" {
+		return usageErr("--connect %s is an admin's of a broker in operator mode, where each run is an account of its own: name the run with --run", s.connect)
+	}
+	return nil
+}
+
+// refusalHint says which credential to give when the broker refused the
+// one given.
+func (s *sourceFlags) refusalHint(err error) error {
+	if !broker.AuthRefused(err) {
+		return err
+	}
+	switch {
+	case s.connect != "":
+		return fmt.Errorf("%w: the broker refused the credential in --connect %s: give the reader's connect file the controller wrote beside its --connect-file (NAME-reader.json), or the admin's; a credential may also have expired or been revoked", err, s.connect)
+	case s.creds.credential != nil:
+		return fmt.Errorf("%w: the broker refused the credential in --creds or --nkey (expired, revoked, or of another server or account?)", err)
+	case broker.HasUserInfo(s.nats):
+		return fmt.Errorf("%w: the broker refused the user and password (or token) in --nats: check them", err)
+	}
+	return fmt.Errorf("%w: the broker wants a credential: give --connect FILE (the reader's connect file the controller wrote), --creds FILE, or a user and password in --nats", err)
+}
+
 // open checks the source flags, opens the source and picks the run.
 func (s *sourceFlags) open(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (*history.Reader, history.RunInfo, error) {
 	src, err := s.source(fs, stderr)
@@ -83,7 +152,7 @@ func (s *sourceFlags) open(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history.Reader, history.RunInfo, error) {
 	r, err := history.Open(ctx, src)
 	if err != nil {
-		return nil, history.RunInfo{}, err
+		return nil, history.RunInfo{}, s.refusalHint(err)
 	}
 	ri, err := r.Pick(ctx, s.run)
 	if err == nil && ri.Err != nil {

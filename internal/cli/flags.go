@@ -113,6 +113,12 @@ func (b *brokerFlags) register(fs *flag.FlagSet, withNats bool) {
 }
 
 func (b *brokerFlags) validate() error {
+	if b.nats == "" && b.sec.connect == "" && (b.sec.creds != "" || b.sec.nkey != "") {
+		// A credential of a site's NATS: the broker is that one.
+		if b.nats = os.Getenv("NATS_URL"); b.nats == "" {
+			return usageErr("--creds or --nkey: give the URL of the broker they are for with --nats (or $NATS_URL)")
+		}
+	}
 	if b.nats != "" || b.sec.connect != "" {
 		if b.nats != "" && b.sec.connect != "" {
 			return usageErr("--nats and --connect: give one or the other")

@@ -30,7 +30,7 @@ var flagGroups = []struct {
 	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint"}},
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
 		"cluster-name", "server-name", "cluster-listen", "routes"}},
-	{"Security", []string{"insecure", "auth", "trust", "credential-expiry", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},
+	{"Security", []string{"insecure", "auth", "trust", "credential-expiry", "creds", "nkey", "worker-creds", "reader-creds", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},
 	{"Output and observability", []string{"json", "progress", "idle-alarm", "metrics", "log-format", "log-level"}},
 }
 

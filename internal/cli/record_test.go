@@ -37,6 +37,10 @@ var recordedFlags = map[string]string{
 // broker, how it reports, how many slots it serves.
 var processFlags = map[string]string{
 	"run":               "names the run; its record is kept under that name",
+	"creds":             "the credential this process reaches a site's broker with",
+	"nkey":              "as creds",
+	"worker-creds":      "the credential handed to the workers in their connect file; as creds",
+	"reader-creds":      "as worker-creds, for readers",
 	"resume":            "picks the stored run to continue; its settings come from its record",
 	"expect-slots":      "sizes the consumer's limits, which are raised as slots join; a limit decides no result",
 	"wait-slots":        "delays the first design until slots join; the designs are the same",

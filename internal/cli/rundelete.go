@@ -27,6 +27,7 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 		"A running run is refused unless --force. On a broker with auth it needs the admin's connect file (--connect).", c.env.Stderr)
 	c.b.register(fs, true)
 	fs.BoolVar(&c.force, "force", false, "delete a run that is still starting or running")
+	runFlag := fs.String("run", "", "the run to delete (or give it as the argument)")
 	// The run ID may come before, between or after the flags.
 	var id string
 	var ids []string
@@ -43,8 +44,11 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 		ids = append(ids, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if *runFlag != "" {
+		ids = append(ids, *runFlag)
+	}
 	if len(ids) != 1 {
-		return usageErr("want one run ID: evoq run delete [flags] RUN")
+		return usageErr("want one run ID: evoq run delete [flags] RUN (or --run RUN)")
 	}
 	id = ids[0]
 	if err := schema.ValidToken(id); err != nil {
@@ -53,6 +57,12 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 	if err := c.b.validate(); err != nil {
 		return err
 	}
+	if cr := c.b.sec.credential; cr != nil && cr.Role != broker.RoleAdmin && cr.Role != broker.RoleSite {
+		return usageErr("--connect %s holds a %s credential, which may not delete a run: give the admin's connect file ('evoq broker --connect-file', or one naming the trust root)", c.b.sec.connect, cr.Role)
+	}
+	// In operator mode the run is an account of its own: its admin
+	// deletes it.
+	c.b.run = id
 	log, err := (&logFlags{format: "text", level: "error"}).logger(c.env.Stderr)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -29,6 +30,30 @@ type securityFlags struct {
 	expires                time.Time          // when the credentials minted with trust expire; zero: never
 	serverTLS              bool
 	listenHost             string
+	// creds and nkey are a credential of an external broker, a site's
+	// NATS: a .creds file or an nkey seed file (NATS_CREDS, NATS_NKEY
+	// when not given).
+	creds, nkey string
+	// workerCreds and readerCreds are the credentials a controller on a
+	// site's NATS hands its workers and readers in their connect files.
+	workerCreds, readerCreds string
+	// sharedCredential is set when a connect file written for workers or
+	// readers carries the controller's own credential (see connectFile).
+	sharedCredential bool
+}
+
+// registerCreds registers the flags of a credential of an external
+// broker, as the nats CLI names them.
+func (s *securityFlags) registerCreds(fs *flag.FlagSet) {
+	fs.StringVar(&s.creds, "creds", "", "NATS credentials file (.creds: a user JWT and its seed) for an external broker, as a site's NATS hands them out (default: $NATS_CREDS)")
+	fs.StringVar(&s.nkey, "nkey", "", "file of a NATS user nkey seed for an external broker (default: $NATS_NKEY)")
+}
+
+// registerHandOn registers the credentials a controller on a site's NATS
+// writes into its workers' and readers' connect files.
+func (s *securityFlags) registerHandOn(fs *flag.FlagSet) {
+	fs.StringVar(&s.workerCreds, "worker-creds", "", "NATS .creds file for the workers, written into the --connect-file (default: the controller's own credential, with a warning: the workers then hold the controller's rights)")
+	fs.StringVar(&s.readerCreds, "reader-creds", "", "NATS .creds file for readers (evoq status, export), written into the reader's connect file beside --connect-file (default: as --worker-creds)")
 }
 
 func (s *securityFlags) register(fs *flag.FlagSet, server, withConnect bool) {
@@ -42,6 +67,7 @@ func (s *securityFlags) register(fs *flag.FlagSet, server, withConnect bool) {
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "CA certificates (PEM): that sign clients' certificates (broker) or the broker's (client)")
 	if withConnect {
 		fs.StringVar(&s.connect, "connect", "", "connect file of an external broker (written by 'evoq broker --connect-file'): URLs and credential")
+		s.registerCreds(fs)
 	}
 }
 
@@ -60,6 +86,12 @@ func isLoopback(host string) bool {
 func (s *securityFlags) server(host string, cfg *broker.Config) error {
 	if s.insecure && s.auth {
 		return usageErr("--insecure and --auth: give one or the other")
+	}
+	if s.workerCreds != "" || s.readerCreds != "" {
+		return usageErr("--worker-creds and --reader-creds hand on a site's credentials (with --nats or --connect); evoq's own broker mints its workers' and readers'")
+	}
+	if s.creds != "" || s.nkey != "" {
+		return usageErr("--creds and --nkey are credentials of an external broker: give its URL with --nats (or $NATS_URL)")
 	}
 	s.listenHost = host
 	cfg.Auth = s.auth || (!isLoopback(host) && !s.insecure)
@@ -108,6 +140,9 @@ func (s *securityFlags) client() (urls string, run string, err error) {
 		s.fileCA = cf.TLSCA
 		urls, run = strings.Join(cf.URLs, ","), cf.Run
 	}
+	if err := s.siteCredential(); err != nil {
+		return "", "", err
+	}
 	if ca != "" || s.tlsCert != "" {
 		opts, err := broker.TLSOptions(ca, s.tlsCert, s.tlsKey)
 		if err != nil {
@@ -116,6 +151,80 @@ func (s *securityFlags) client() (urls string, run string, err error) {
 		s.clientOpts = append(s.clientOpts, opts...)
 	}
 	return urls, run, nil
+}
+
+// siteCredential reads --creds or --nkey (else $NATS_CREDS or
+// $NATS_NKEY, unless a connect file carries a credential) into the
+// client's options.
+func (s *securityFlags) siteCredential() error {
+	if s.creds != "" && s.nkey != "" {
+		return usageErr("--creds and --nkey: give one or the other")
+	}
+	if (s.creds != "" || s.nkey != "") && s.credential != nil {
+		return usageErr("--creds or --nkey, and --connect %s, which carries a credential: give one or the other", s.connect)
+	}
+	if s.credential == nil && s.creds == "" && s.nkey == "" {
+		s.creds, s.nkey = os.Getenv("NATS_CREDS"), os.Getenv("NATS_NKEY")
+		if s.creds != "" {
+			s.nkey = ""
+		}
+	}
+	var c broker.Credential
+	var err error
+	switch {
+	case s.creds != "":
+		c, err = broker.ReadCredsFile(s.creds)
+	case s.nkey != "":
+		c, err = broker.ReadNkeyFile(s.nkey)
+	default:
+		return nil
+	}
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	s.credential = &c
+	s.clientOpts = append(s.clientOpts, c.Options()...)
+	return nil
+}
+
+// credentialName says which credential a client presented, for an
+// error: never the secret, only where it came from.
+func (s *securityFlags) credentialName(url string) string {
+	switch {
+	case s.credential != nil && s.connect != "":
+		c := s.credential
+		if c.Role == broker.RoleSite {
+			return "the credential in --connect " + s.connect
+		}
+		return fmt.Sprintf("the %s credential of run %q in --connect %s", c.Role, c.Run, s.connect)
+	case s.creds != "":
+		return "the credentials in " + s.creds
+	case s.nkey != "":
+		return "the nkey in " + s.nkey
+	case broker.HasUserInfo(url):
+		return "the user and password (or token) in the URL"
+	case s.connect != "":
+		return "the client: --connect " + s.connect + " carries no credential,"
+	}
+	return "a client without credentials"
+}
+
+// refusedHint says what to do when the broker refused the credential
+// credentialName names.
+func (s *securityFlags) refusedHint(url string) string {
+	switch {
+	case s.credential != nil && s.connect != "" && s.credential.Role != broker.RoleSite:
+		return "it may have expired (a batch job's end), been revoked (evoq run revoke), or be of another broker or trust root: have the controller write a new connect file"
+	case s.credential != nil && s.connect != "":
+		return "the site's NATS refused it: it may have expired or been revoked; ask the site for a new one and give it to the controller with --worker-creds"
+	case s.creds != "" || s.nkey != "":
+		return "it may have expired, been revoked, or be for another server or account: check it with 'nats --creds FILE account info'"
+	case broker.HasUserInfo(url):
+		return "check the user and password in --nats"
+	case s.connect != "":
+		return "the controller that wrote it connected with nothing it could hand on: give the controller --worker-creds FILE, or this client --creds FILE"
+	}
+	return "give --creds FILE (a NATS .creds file), --nkey FILE, a user and password in the --nats URL, or the connect file the controller or broker wrote (--connect FILE)"
 }
 
 // warn logs what an operator must know: a broker open beyond loopback.
@@ -161,8 +270,21 @@ func (s *session) credentialFor(ctx context.Context, role broker.Role, run strin
 		}
 		return c, err == nil, err
 	}
-	if s.credential == nil {
-		return c, false, nil // an open broker
+	if hand := s.sec.handOn(role); hand != "" {
+		c, err = broker.ReadCredsFile(hand)
+		return c, err == nil, err
+	}
+	if s.credential == nil || s.credential.Role == broker.RoleSite {
+		// An open broker, or a site's NATS: evoq cannot mint there, so
+		// the file carries the controller's own credential (a user and
+		// password in the URL, or --creds), if any.
+		if s.credential != nil || broker.HasUserInfo(s.url) {
+			s.sec.sharedCredential = true
+		}
+		if s.credential == nil {
+			return c, false, nil
+		}
+		return *s.credential, true, nil
 	}
 	if s.credential.Role != broker.RoleAdmin {
 		return c, false, fmt.Errorf("the credential in --connect is a %s credential; a controller needs the admin one that `evoq broker --connect-file` writes", s.credential.Role)
@@ -176,16 +298,41 @@ func (s *session) credentialFor(ctx context.Context, role broker.Role, run strin
 
 // connectFile is the connect file for role's clients of run: URLs, run,
 // their credential and the CA.
+//
+// On a broker that is not evoq's (a site's NATS) evoq cannot mint: the
+// file carries --worker-creds or --reader-creds when given, else the
+// controller's own credential, and sharedCredential is set for the
+// caller to warn of it.
 func (s *session) connectFile(ctx context.Context, role broker.Role, run string) (broker.ConnectFile, error) {
 	cf := broker.ConnectFile{URLs: s.urls(), Run: run, TLSCA: s.sec.caForClients()}
 	c, ok, err := s.credentialFor(ctx, role, run)
 	if err != nil {
 		return cf, err
 	}
+	if s.sec.handOn(role) != "" {
+		// The file's credential is the workers' own: the controller's
+		// user and password stay out of it.
+		cf.URLs = strings.Split(broker.StripUserInfo(strings.Join(cf.URLs, ",")), ",")
+	}
 	if ok {
 		cf.SetCredential(c)
 	}
 	return cf, nil
+}
+
+// handOn is the .creds file to hand role's clients: --worker-creds, or
+// --reader-creds (else --worker-creds) for readers; "" when none.
+func (s *securityFlags) handOn(role broker.Role) string {
+	switch role {
+	case broker.RoleWorker:
+		return s.workerCreds
+	case broker.RoleReader:
+		if s.readerCreds != "" {
+			return s.readerCreds
+		}
+		return s.workerCreds
+	}
+	return ""
 }
 
 // readerFile names the reader's connect file beside path: run.json →

@@ -35,6 +35,10 @@ type workerCmd struct {
 // evaluations finish before handing them back.
 const DrainTimeoutDefault = 5 * time.Minute
 
+// WorkerNatsDefault is the broker a worker connects to without --nats,
+// --connect or $NATS_URL.
+const WorkerNatsDefault = "nats://127.0.0.1:4222"
+
 // flagSet registers worker's flags.
 func (c *workerCmd) flagSet() *flag.FlagSet {
 	fs := newFlagSet("worker", "Serves a run's designs with --slots evaluation slots, pulling one design per free slot.", c.env.Stderr)
@@ -42,7 +46,8 @@ func (c *workerCmd) flagSet() *flag.FlagSet {
 	c.w.ev.register(fs)
 	c.l.register(fs)
 	c.sec.register(fs, false, false)
-	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "URL of the broker (a comma-separated list for a cluster)")
+	c.sec.registerCreds(fs)
+	fs.StringVar(&c.nats, "nats", "", "URL of the broker, a comma-separated list for a cluster (default: $NATS_URL, else nats://127.0.0.1:4222)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9091")
 	fs.StringVar(&c.connect, "connect", "", "connect file written by 'evoq controller --connect-file': broker URLs and run ID (a worker started first waits for it, as for its run; --wait-for-run bounds the wait)")
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
@@ -95,16 +100,17 @@ func (c *workerCmd) serve(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	defer s.close()
-	if err := s.waitConnected(ctx, log); err != nil {
-		return err
-	}
-	c.log = log
-	// --wait-for-run bounds the whole wait, for a run to pick and for
-	// the run to start: a batch job gives up on one deadline.
+	// --wait-for-run bounds the whole wait, for the broker, for a run to
+	// pick and for the run to start: a batch job gives up on one
+	// deadline.
 	var giveUp time.Time
 	if c.waitForRun > 0 {
 		giveUp = time.Now().Add(c.waitForRun)
 	}
+	if err := c.waitBroker(ctx, s, log, giveUp); err != nil {
+		return err
+	}
+	c.log = log
 	run, err := c.pickRun(ctx, s.js, giveUp)
 	if err != nil {
 		return err
@@ -170,6 +176,21 @@ func (c *workerCmd) chooseEvaluator(rec *schema.Run) (worker.Chosen, error) {
 	return ch, nil
 }
 
+// waitBroker waits for the first connection to the broker, until giveUp
+// if set: an unreachable broker ends a worker with --wait-for-run too.
+func (c *workerCmd) waitBroker(ctx context.Context, s *session, log logrus.FieldLogger, giveUp time.Time) error {
+	if giveUp.IsZero() {
+		return s.waitConnected(ctx, log)
+	}
+	wctx, cancel := context.WithDeadline(ctx, giveUp)
+	defer cancel()
+	err := s.waitConnected(wctx, log)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("--wait-for-run %s: the broker %s was not reachable within it", c.waitForRun, broker.RedactURL(s.url))
+	}
+	return err
+}
+
 // readConnect takes the broker URLs, the run and the credential from
 // --connect, and the TLS flags.
 func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
@@ -177,6 +198,11 @@ func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
 		return usageErr("--connect and --nats: give one or the other")
 	}
 	c.sec.connect = c.connect
+	if c.nats == "" {
+		if c.nats = os.Getenv("NATS_URL"); c.nats == "" {
+			c.nats = WorkerNatsDefault
+		}
+	}
 	urls, run, err := c.sec.client()
 	if err != nil {
 		return err
@@ -189,7 +215,7 @@ func (c *workerCmd) readConnect(fs *flag.FlagSet) error {
 	}
 	// A run's credential serves that run alone: with another --run the
 	// worker would wait for ever on requests the broker refuses.
-	if cr := c.sec.credential; cr != nil && cr.Role != broker.RoleAdmin && c.run != "" && c.run != cr.Run {
+	if cr := c.sec.credential; cr != nil && cr.Role != broker.RoleAdmin && cr.Role != broker.RoleSite && c.run != "" && c.run != cr.Run {
 		return usageErr("--run %s: the %s credential in --connect %s serves run %s only", c.run, cr.Role, c.connect, cr.Run)
 	}
 	return nil

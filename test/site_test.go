@@ -1,0 +1,340 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// siteServer is an upstream nats-server started from its Go module with a
+// config file of its own, as a site runs NATS: evoq is a tenant there.
+type siteServer struct {
+	url string
+	dir string
+	srv *server.Server
+	// secrets are what must never appear in evoq's output.
+	secrets []string
+}
+
+// startSite starts nats-server with conf (its store directory and listen
+// address are added).
+func startSite(t *testing.T, conf string) *siteServer {
+	t.Helper()
+	s := &siteServer{dir: t.TempDir()}
+	port := freePort(t)
+	path := filepath.Join(s.dir, "nats.conf")
+	conf = fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(s.dir, "js")) + conf
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("nats-server config: %v\n%s", err, conf)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	s.url, s.srv = fmt.Sprintf("nats://127.0.0.1:%d", port), srv
+	return s
+}
+
+// siteUser is a user of an operator-mode site: its .creds file and the
+// secrets in it.
+type siteUser struct {
+	creds, seed, jwt string
+}
+
+// operatorSite starts nats-server in operator mode, its keys and JWTs made
+// here with nkeys and jwt/v2, as nsc would: an account SITE with
+// JetStream limited by limits, and users controller (no limits on
+// subjects) and worker (its publishes and subscriptions within evoq's
+// subjects, the JetStream API and its inbox).
+func operatorSite(t *testing.T, limits jwt.JetStreamLimits) (*siteServer, map[string]siteUser) {
+	t.Helper()
+	op, _ := nkeys.CreateOperator()
+	opPub, _ := op.PublicKey()
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = "site"
+	sys, _ := nkeys.CreateAccount()
+	sysPub, _ := sys.PublicKey()
+	oc.SystemAccount = sysPub
+	opJWT, err := oc.Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := jwt.NewAccountClaims(sysPub)
+	sc.Name = "SYS"
+	sysJWT, err := sc.Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, _ := nkeys.CreateAccount()
+	accPub, _ := acc.PublicKey()
+	ac := jwt.NewAccountClaims(accPub)
+	ac.Name = "SITE"
+	ac.Limits.JetStreamLimits = limits
+	accJWT, err := ac.Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	users := map[string]siteUser{}
+	for _, name := range []string{"controller", "worker"} {
+		u, _ := nkeys.CreateUser()
+		seed, _ := u.Seed()
+		pub, _ := u.PublicKey()
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = name
+		if name == "worker" {
+			uc.Pub.Allow.Add("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$KV.>", "$O.>", "evoq.>", "_INBOX.>")
+			uc.Sub.Allow.Add("_INBOX.>", "evoq.>", "$KV.>")
+		}
+		token, err := uc.Encode(acc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := jwt.FormatUserConfig(token, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".creds")
+		writeSecret(t, path, data)
+		users[name] = siteUser{creds: path, seed: string(seed), jwt: token}
+	}
+	opFile := filepath.Join(dir, "operator.jwt")
+	writeSecret(t, opFile, []byte(opJWT))
+	s := startSite(t, fmt.Sprintf("operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n",
+		opFile, sysPub, sysPub, sysJWT, accPub, accJWT))
+	for _, u := range users {
+		s.secrets = append(s.secrets, u.seed, u.jwt)
+	}
+	return s, users
+}
+
+// noSecret fails the test if any output holds one of the site's secrets.
+func (s *siteServer) noSecret(t *testing.T, what, out string) {
+	t.Helper()
+	for _, sec := range s.secrets {
+		if strings.Contains(out, sec) {
+			t.Errorf("%s shows a secret (%.6s...):\n%s", what, sec, tail(out, 3000))
+		}
+	}
+}
+
+// siteRun runs a search on the site's NATS: a controller with ctlArgs
+// (how it connects) writing its workers' connect file, two workers given
+// that file, then evoq status (text and JSON), export and report with
+// readArgs; every output is checked for the site's secrets. It returns
+// the controller's stderr.
+func (s *siteServer) siteRun(t *testing.T, run string, ctlArgs, readArgs []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	workerFile := filepath.Join(dir, "run.json")
+	const budget = 60
+	ctl := background(t, append(append([]string{"controller"}, ctlArgs...), "--run", run, "--budget", strconv.Itoa(budget),
+		"--init", "10", "--pool", "5", "--connect-file", workerFile, "--json", "--wait-slots", "4")...)
+	waitFor(t, time.Minute, func() bool { return fileExists(workerFile) || ctl.exited() })
+	if ctl.exited() {
+		t.Fatalf("controller ended before writing its workers' connect file: %v\n%s", ctl.err, tail(ctl.stderr.String(), 3000))
+	}
+	var workers []*proc
+	for i := range 2 {
+		workers = append(workers, background(t, "worker", "--connect", workerFile, "--id", fmt.Sprintf("w%d", i),
+			"--slots", "2", "--gpus", "none", "--evaluator", "sim", "--sim-mean", "0.01"))
+	}
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	out := ctl.stderr.String()
+	if sm := lastJSON(t, out); sm.Evaluations != budget {
+		t.Fatalf("%d evaluations, want %d", sm.Evaluations, budget)
+	}
+	s.noSecret(t, "the controller's output", out)
+	for i, w := range workers {
+		if err := w.wait(t, time.Minute); err != nil {
+			t.Errorf("worker %d: %v\n%s", i, err, tail(w.stderr.String(), 2000))
+		}
+		s.noSecret(t, "a worker's output", w.stderr.String())
+	}
+	report := filepath.Join(dir, "report.html")
+	for _, args := range [][]string{
+		{"status", "--run", run},
+		{"status", "--run", run, "--json"},
+		{"export", "--run", run},
+		{"report", "--run", run, "--out", report},
+	} {
+		r := evoq(t, time.Minute, append(args, readArgs...)...)
+		if r.code != 0 {
+			t.Errorf("evoq %s: exit %d\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 2000))
+		}
+		s.noSecret(t, "evoq "+args[0]+"'s output", r.stdout+r.stderr)
+	}
+	if data, err := os.ReadFile(report); err == nil {
+		s.noSecret(t, "the report", string(data))
+	} else {
+		t.Errorf("report: %v", err)
+	}
+	return out
+}
+
+// A site's NATS with an account of its own, JetStream enabled, and a user
+// and password: the controller and the workers run as its tenants, the
+// password in the controller's URL and in the workers' connect file; no
+// output shows it, and the controller warns that its workers hold its
+// rights.
+func TestSitePassword(t *testing.T) {
+	t.Parallel()
+	const password = "s3cretPW-site"
+	s := startSite(t, fmt.Sprintf("accounts {\n  SITE { jetstream: enabled, users: [ {user: evoq, password: %q} ] }\n}\n", password))
+	s.secrets = []string{password}
+	url := strings.Replace(s.url, "nats://", "nats://evoq:"+password+"@", 1)
+	out := s.siteRun(t, "pw", []string{"--nats", url}, []string{"--nats", url})
+	if !strings.Contains(out, "nats://evoq:***@127.0.0.1") {
+		t.Errorf("the controller's log names no redacted URL:\n%s", tail(out, 3000))
+	}
+	if !strings.Contains(out, "the workers then hold the same rights as the controller") {
+		t.Errorf("no warning that the workers hold the controller's credential:\n%s", tail(out, 3000))
+	}
+	// A wrong password: refused at once, named, not shown.
+	bad := strings.Replace(s.url, "nats://", "nats://evoq:wr0ngPW@", 1)
+	r := evoq(t, time.Minute, "status", "--nats", bad, "--run", "pw")
+	if r.code == 0 || !strings.Contains(r.stderr, "the user and password") || strings.Contains(r.stderr, "wr0ngPW") {
+		t.Errorf("status with a wrong password: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A site's NATS in operator mode, its .creds made with jwt/v2 and nkeys:
+// the controller runs with --creds and hands the workers the site's
+// worker credential (--worker-creds) in their connect file; status and
+// export read with $NATS_CREDS and $NATS_URL; no seed or JWT appears in
+// any output.
+func TestSiteCreds(t *testing.T) {
+	t.Parallel()
+	s, users := operatorSite(t, jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1,
+		MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1})
+	dir := t.TempDir()
+	// The readers' tools read with the worker's credential here: the
+	// site gave no reader's.
+	out := s.siteRunEnv(t, "cr", []string{"--nats", s.url, "--creds", users["controller"].creds, "--worker-creds", users["worker"].creds},
+		[]string{"NATS_CREDS=" + users["worker"].creds, "NATS_URL=" + s.url}, dir)
+	if strings.Contains(out, "the same rights as the controller") {
+		t.Errorf("warned of a shared credential although --worker-creds was given:\n%s", tail(out, 2000))
+	}
+}
+
+// siteRunEnv is siteRun with the reading tools given their credential
+// in the environment alone, and the workers' connect file checked.
+func (s *siteServer) siteRunEnv(t *testing.T, run string, ctlArgs, env []string, dir string) string {
+	t.Helper()
+	workerFile := filepath.Join(dir, "run.json")
+	const budget = 60
+	ctl := background(t, append(append([]string{"controller"}, ctlArgs...), "--run", run, "--budget", strconv.Itoa(budget),
+		"--init", "10", "--pool", "5", "--connect-file", workerFile, "--json", "--wait-slots", "4")...)
+	waitFor(t, time.Minute, func() bool { return fileExists(workerFile) || ctl.exited() })
+	if ctl.exited() {
+		t.Fatalf("controller ended before writing its workers' connect file: %v\n%s", ctl.err, tail(ctl.stderr.String(), 3000))
+	}
+	data, err := os.ReadFile(workerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf broker.ConnectFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cf.URLs {
+		if broker.HasUserInfo(u) {
+			t.Errorf("the workers' connect file names %s", broker.RedactURL(u))
+		}
+	}
+	var workers []*proc
+	for i := range 2 {
+		workers = append(workers, background(t, "worker", "--connect", workerFile, "--id", fmt.Sprintf("w%d", i),
+			"--slots", "2", "--gpus", "none", "--evaluator", "sim", "--sim-mean", "0.01"))
+	}
+	waitFor(t, time.Minute, func() bool {
+		return ctl.exited() || workers[0].exited() || strings.Contains(ctl.stderr.String(), "evaluations=")
+	})
+	if workers[0].exited() {
+		t.Fatalf("a worker ended: %v\n%s", workers[0].err, tail(workers[0].stderr.String(), 3000))
+	}
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s\nworker:\n%s", err, tail(ctl.stderr.String(), 3000), tail(workers[0].stderr.String(), 3000))
+	}
+	out := ctl.stderr.String()
+	if sm := lastJSON(t, out); sm.Evaluations != budget {
+		t.Fatalf("%d evaluations, want %d", sm.Evaluations, budget)
+	}
+	s.noSecret(t, "the controller's output", out)
+	for i, w := range workers {
+		if err := w.wait(t, time.Minute); err != nil {
+			t.Errorf("worker %d: %v\n%s", i, err, tail(w.stderr.String(), 2000))
+		}
+		s.noSecret(t, "a worker's output", w.stderr.String())
+	}
+	for _, args := range [][]string{{"status", "--run", run}, {"status", "--run", run, "--json"}, {"export", "--run", run}} {
+		r := evoqEnv(t, time.Minute, env, args...)
+		if r.code != 0 {
+			t.Errorf("evoq %s: exit %d\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 2000))
+		}
+		s.noSecret(t, "evoq "+args[0]+"'s output", r.stdout+r.stderr)
+	}
+	return out
+}
+
+// An account of a site's NATS that cannot hold a run: without JetStream,
+// or limited to 4 streams (a run needs 6). The controller stops at once,
+// exit 2, naming what the account lacks and what a run needs, and the
+// account holds nothing of evoq afterwards.
+func TestSiteAccountTooSmall(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, "accounts {\n"+
+		"  NOJS { users: [ {user: nojs, password: pw1} ] }\n"+
+		"  SMALL { jetstream: { max_streams: 4 }, users: [ {user: small, password: pw2} ] }\n}\n")
+	for _, tc := range []struct {
+		name, user, want string
+	}{
+		{"without JetStream", "nojs:pw1", "JetStream is not enabled for this account"},
+		{"4 streams", "small:pw2", "at most 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := strings.Replace(s.url, "nats://", "nats://"+tc.user+"@", 1)
+			start := time.Now()
+			r := evoq(t, time.Minute, "controller", "--nats", url, "--run", "small", "--budget", "10", "--init", "5", "--pool", "3")
+			took := time.Since(start)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "6 streams") {
+				t.Errorf("exit %d after %s; want 2 naming %q and what a run needs\n%s", r.code, took, tc.want, tail(r.stderr, 3000))
+			}
+			if took > 5*time.Second {
+				t.Errorf("refused after %s; want within 5 s", took)
+			}
+			if strings.Contains(r.stderr, strings.Split(tc.user, ":")[1]+"@") {
+				t.Errorf("the password shows:\n%s", r.stderr)
+			}
+			acc, err := s.srv.LookupAccount(map[string]string{"nojs:pw1": "NOJS", "small:pw2": "SMALL"}[tc.user])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := acc.JetStreamUsage().Streams; n != 0 {
+				t.Errorf("the account holds %d streams after the refusal, want none", n)
+			}
+		})
+	}
+}
