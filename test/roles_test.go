@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/internal/checkpoint"
+	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/jwt/v2"
