@@ -18,10 +18,10 @@ import (
 // Defaults of Config.
 const (
 	BudgetDefault     = 200
-	InitDefault       = 20
-	PoolDefault       = 10
+	InitDefault       = runstate.InitDefault
+	PoolDefault       = runstate.PoolDefault
 	TournamentDefault = 3
-	ReplaceDefault    = runstate.ReplaceWorst
+	ReplaceDefault    = runstate.ReplaceDefault
 	// CrossoverDefault and MutationRateDefault are the variation
 	// operators of a run that does not choose: most children are the
 	// crossover of two tournament winners, and each is then mutated in one

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ func TestLeaseRefusesASecondControllerUntilTheFirstDies(t *testing.T) {
 	if took := time.Since(began); took > broker.LeaseTTL+3*LeaseRenew+5*time.Second {
 		t.Errorf("took the dead holder's run after %s; its lease lasts %s", took, broker.LeaseTTL)
 	}
-	h, err := LeaseHolder(bu.ctx, bu.js, "r")
+	h, err := broker.LeaseHolder(bu.ctx, bu.js, "r")
 	if err != nil || h == nil || h.Holder != second.me.Holder {
 		t.Fatalf("holder after the takeover = %+v, %v; want the second controller", h, err)
 	}
@@ -130,7 +129,7 @@ func TestReadLease(t *testing.T) {
 	t.Parallel()
 	bu := setup(t)
 	kv := leases(t, bu)
-	if v, err := ReadLease(bu.ctx, bu.js, "r"); err != nil || v != nil {
+	if v, err := broker.ReadLease(bu.ctx, bu.js, "r"); err != nil || v != nil {
 		t.Fatalf("ReadLease of a run nobody holds = %+v, %v; want nil", v, err)
 	}
 
@@ -141,7 +140,7 @@ func TestReadLease(t *testing.T) {
 	}
 	keepCtx, stopKeeping := context.WithCancel(bu.ctx)
 	go l.keep(keepCtx, make(chan error, 1))
-	v, err := ReadLease(bu.ctx, bu.js, "r")
+	v, err := broker.ReadLease(bu.ctx, bu.js, "r")
 	if err != nil || v == nil || !v.Live() || v.PIDGone {
 		t.Fatalf("ReadLease of a renewed lease = %+v, %v; want live", v, err)
 	}
@@ -150,13 +149,13 @@ func TestReadLease(t *testing.T) {
 	deadline := time.Now().Add(broker.LeaseTTL)
 	for v.Live() && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-		if v, err = ReadLease(bu.ctx, bu.js, "r"); err != nil || v == nil {
+		if v, err = broker.ReadLease(bu.ctx, bu.js, "r"); err != nil || v == nil {
 			t.Fatalf("ReadLease = %+v, %v", v, err)
 		}
 	}
 	took := time.Since(stopped)
-	if v.Live() || took > LeaseFresh+LeaseRenew {
-		t.Fatalf("a lease unrenewed for %s reads live=%v (age %s); want not live within %s", took, v.Live(), v.Age, LeaseFresh+LeaseRenew)
+	if v.Live() || took > broker.LeaseFresh+LeaseRenew {
+		t.Fatalf("a lease unrenewed for %s reads live=%v (age %s); want not live within %s", took, v.Live(), v.Age, broker.LeaseFresh+LeaseRenew)
 	}
 	if v.Renewed.After(stopped.Add(time.Second)) || v.Renewed.Before(stopped.Add(-2*LeaseRenew)) {
 		t.Errorf("last renewal read as %s; the renewals stopped at %s", v.Renewed, stopped)
@@ -171,34 +170,8 @@ func TestReadLease(t *testing.T) {
 	if err := dead.acquire(bu.ctx); err != nil {
 		t.Fatal(err)
 	}
-	v, err = ReadLease(bu.ctx, bu.js, "s")
+	v, err = broker.ReadLease(bu.ctx, bu.js, "s")
 	if err != nil || v == nil || !v.PIDGone || v.Live() {
 		t.Fatalf("ReadLease of a fresh lease whose process on this host is gone = %+v, %v; want pid gone, not live", v, err)
-	}
-}
-
-// A process killed and not yet reaped by its parent is a zombie: it
-// answers signal 0, yet it is gone.
-func TestProcessAliveZombie(t *testing.T) {
-	t.Parallel()
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	if !processAlive(pid) {
-		t.Fatal("a running process reads as gone")
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// Not reaped yet: wait until the kernel has made it a zombie.
-	testutil.WaitFor(t, 10*time.Second, "the killed process to be a zombie", func() bool { return zombie(pid) })
-	if processAlive(pid) {
-		t.Error("a killed, unreaped process reads as alive")
-	}
-	_ = cmd.Wait()
-	if processAlive(pid) {
-		t.Error("a reaped process reads as alive")
 	}
 }

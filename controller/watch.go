@@ -105,7 +105,7 @@ func (c *Controller) brokerSkew(ctx context.Context) time.Duration {
 	if err != nil {
 		return 0
 	}
-	if bt, ok := BrokerTime(ctx, kv); ok {
+	if bt, ok := broker.BrokerTime(ctx, kv); ok {
 		return c.cfg.Now().Sub(bt)
 	}
 	return 0

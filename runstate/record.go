@@ -138,3 +138,11 @@ func RefText(ref []float64) string {
 // RuleNone, as an early-stopping rule, says explicitly that the run stops
 // no design early.
 const RuleNone = "none"
+
+// The fold's defaults: a run that does not choose evaluates InitDefault
+// random designs, keeps a pool of PoolDefault and replaces its worst.
+const (
+	InitDefault    = 20
+	PoolDefault    = 10
+	ReplaceDefault = ReplaceWorst
+)

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/evoq/evoq/broker"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/evoq/evoq/broker"
 
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/worker"

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -101,9 +100,9 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	c.src.register(fs)
 	fs.StringVar(&c.until, "until", "", "replay up to this stream sequence number, or this time (RFC3339)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
-	fs.IntVar(&c.init, "init", controller.InitDefault, "the run's --init (default: recorded with the run)")
-	fs.IntVar(&c.pool, "pool", controller.PoolDefault, "the run's --pool (default: recorded with the run)")
-	fs.StringVar(&c.replace, "replace", string(controller.ReplaceDefault), "the run's --replace, worst or oldest (default: recorded with the run)")
+	fs.IntVar(&c.init, "init", runstate.InitDefault, "the run's --init (default: recorded with the run)")
+	fs.IntVar(&c.pool, "pool", runstate.PoolDefault, "the run's --pool (default: recorded with the run)")
+	fs.StringVar(&c.replace, "replace", string(runstate.ReplaceDefault), "the run's --replace, worst or oldest (default: recorded with the run)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

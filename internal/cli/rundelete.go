@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/schema"
 )
@@ -82,7 +81,7 @@ func (c *runDeleteCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if !c.force {
-		if l, _ := controller.LeaseHolder(ctx, s.js, id); l != nil {
+		if l, _ := broker.LeaseHolder(ctx, s.js, id); l != nil {
 			return usageErr("run %s has a live controller (pid %d on %s): stop it first, or give --force", id, l.PID, l.Host)
 		}
 		if ri.Phase == schema.PhaseRunning || ri.Phase == schema.PhaseStarting || ri.Phase == schema.PhaseDraining {

@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/runstate"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,7 +192,7 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, floor int) (*runStatus, error) {
 	st := &runStatus{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, ByStatus: map[schema.Status]int{},
 		perWorker: map[string]*workerStatus{}}
-	lv, err := controller.ReadLease(ctx, r.JS(), ri.ID)
+	lv, err := broker.ReadLease(ctx, r.JS(), ri.ID)
 	if err != nil {
 		st.leaseUnread = true
 		st.Problems = append(st.Problems, "the controller's lease not read (whether a controller runs the run is not known): "+err.Error())
@@ -231,7 +231,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 
 // readLease takes in the run's lease: who holds it and whether it is
 // live.
-func (st *runStatus) readLease(lv *controller.LeaseView) {
+func (st *runStatus) readLease(lv *broker.LeaseView) {
 	if lv == nil {
 		return
 	}
@@ -247,13 +247,13 @@ func (st *runStatus) readLease(lv *controller.LeaseView) {
 // figures that no longer move), the run is not over, and they count at
 // least floor results. Otherwise the stored results are counted: what
 // they hold is then more than any controller's belief.
-func (st *runStatus) useLease(lv *controller.LeaseView, floor int) bool {
+func (st *runStatus) useLease(lv *broker.LeaseView, floor int) bool {
 	if !st.ControllerLive || lv.Lease.Figures == nil || !st.active() {
 		return false
 	}
 	f := lv.Lease.Figures
 	// Both times are the controller's own clock.
-	return lv.Lease.Renewed.Sub(f.At) < controller.LeaseFresh && f.Done >= floor
+	return lv.Lease.Renewed.Sub(f.At) < broker.LeaseFresh && f.Done >= floor
 }
 
 // active says whether the run's phase is one a controller runs.
@@ -307,7 +307,7 @@ func (st *runStatus) readPresence(ctx context.Context, r *history.Reader) {
 	// against the broker's clock, and shown on this host's.
 	now, skew := time.Now(), time.Duration(0)
 	if kv, err := r.JS().KeyValue(ctx, schema.PresenceBucket); err == nil {
-		if bt, ok := controller.BrokerTime(ctx, kv); ok {
+		if bt, ok := broker.BrokerTime(ctx, kv); ok {
 			skew = time.Since(bt)
 		}
 	}

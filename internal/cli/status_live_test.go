@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -18,16 +18,16 @@ import (
 func TestStatusControllerLive(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	lease := func(age, figuresAge time.Duration, pidGone bool) *controller.LeaseView {
+	lease := func(age, figuresAge time.Duration, pidGone bool) *broker.LeaseView {
 		renewed := now.Add(-age)
 		l := &schema.Lease{Run: "q", Host: "node-a", PID: 4242, Holder: "x", Since: now.Add(-time.Hour), Renewed: renewed,
 			Figures: &schema.Figures{At: renewed.Add(-figuresAge), Done: 51}}
-		return &controller.LeaseView{Lease: l, Renewed: renewed, Age: age, PIDGone: pidGone}
+		return &broker.LeaseView{Lease: l, Renewed: renewed, Age: age, PIDGone: pidGone}
 	}
 	tests := []struct {
 		name      string
 		phase     schema.Phase
-		lease     *controller.LeaseView
+		lease     *broker.LeaseView
 		floor     int
 		useLease  bool
 		live      bool
@@ -36,11 +36,11 @@ func TestStatusControllerLive(t *testing.T) {
 	}{
 		{"live", schema.PhaseRunning, lease(500*time.Millisecond, 0, false), 0, true, true, "run q: running; ", ""},
 		{"draining", schema.PhaseDraining, lease(time.Second, time.Second, false), 0, true, true, "run q: draining; ", ""},
-		{"no renewal for a missed renewal or two", schema.PhaseRunning, lease(controller.LeaseFresh, 0, false), 0, false, false,
+		{"no renewal for a missed renewal or two", schema.PhaseRunning, lease(broker.LeaseFresh, 0, false), 0, false, false,
 			"run q: running (controller gone since ", "stopped renewing its lease at "},
 		{"its process is gone from this host", schema.PhaseRunning, lease(200*time.Millisecond, 0, true), 0, false, false,
 			"run q: running (controller gone since ", "pid 4242 is gone from this host"},
-		{"renewed with figures that no longer move", schema.PhaseRunning, lease(time.Second, controller.LeaseFresh, false), 0, false, true,
+		{"renewed with figures that no longer move", schema.PhaseRunning, lease(time.Second, broker.LeaseFresh, false), 0, false, true,
 			"run q: running; ", ""},
 		{"figures behind the last redraw", schema.PhaseRunning, lease(time.Second, 0, false), 52, false, true, "run q: running; ", ""},
 		{"a run done", schema.PhaseDone, lease(time.Second, 0, false), 0, false, true, "run q: done; ", ""},
