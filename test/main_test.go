@@ -7,10 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,9 +31,22 @@ import (
 // evoqBin is the binary under test, built once by TestMain.
 var evoqBin string
 
+// e2eParallel is how many end-to-end tests run at once unless -parallel
+// says otherwise. They spend most of their time waiting on real processes
+// (a broker, a controller, workers training), not computing, so more of
+// them than the machine has cores keep it busy; each waits on events with
+// margins made for a loaded machine.
+const e2eParallel = 4
+
 // TestMain builds evoq. EVOQ_E2E_RACE=1 builds it with the race detector
 // (slow: the built-in mlp evaluator trains about ten times slower).
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < e2eParallel {
+		_ = flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 	dir, err := os.MkdirTemp("", "evoq-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
