@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go"
@@ -144,7 +143,7 @@ func (r *runner) runMemory(ctx context.Context, row *Row) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	fig := &Memory{Evaluations: total, Pool: controller.PoolDefault}
+	fig := &Memory{Evaluations: total, Pool: runstate.PoolDefault}
 	row.Memory = fig
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

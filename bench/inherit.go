@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/history"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -60,8 +59,8 @@ const inheritShareTarget = 0.6
 // space this size (evoq run's default budget is 200). A run took 12 to
 // 58 s on 2 cores: the designs' epochs and widths vary that much.
 func inheritSettings(smoke bool, seeds int) InheritSettings {
-	s := InheritSettings{Slots: 2, Workers: 1, Budget: 300, Init: controller.InitDefault,
-		Pool: controller.PoolDefault, Seeds: 5}
+	s := InheritSettings{Slots: 2, Workers: 1, Budget: 300, Init: runstate.InitDefault,
+		Pool: runstate.PoolDefault, Seeds: 5}
 	if smoke {
 		s.Budget, s.Init, s.Pool, s.Seeds = 30, 10, 5, 1
 	}

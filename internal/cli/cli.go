@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/inspect"
 
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/worker"
@@ -28,13 +29,6 @@ type command interface {
 	Run(ctx context.Context, args []string) error
 }
 
-// Env is what a subcommand writes to, and its second-signal context.
-type Env struct {
-	Stdout, Stderr io.Writer
-	// Force is cancelled by a second SIGINT or SIGTERM: stop at once.
-	Force context.Context
-}
-
 type entry struct {
 	summary string
 	make    func(Env) command
@@ -45,12 +39,12 @@ var commands = map[string]entry{
 	"broker":     {"run the embedded broker alone (JetStream store on --dir)", func(e Env) command { return &brokerCmd{env: e} }},
 	"controller": {"run the search controller (embedded broker unless --nats)", func(e Env) command { return &controllerCmd{env: e} }},
 	"worker":     {"run a worker: one evaluation slot per --slots", func(e Env) command { return &workerCmd{env: e} }},
-	"status":     {"show a run: phase, budget, queue, best, workers, idle slots", func(e Env) command { return &statusCmd{env: e} }},
+	"status":     {"show a run: phase, budget, queue, best, workers, idle slots", func(e Env) command { return inspect.Status(e) }},
 	"version":    {"print the version", func(e Env) command { return versionCmd{env: e} }},
-	"export":     {"write a run's results as CSV or JSON lines, one row per stored result", func(e Env) command { return &exportCmd{env: e} }},
+	"export":     {"write a run's results as CSV or JSON lines, one row per stored result", func(e Env) command { return inspect.Export(e) }},
 	"bench":      {"run named workloads end to end and print their figures; --vs-dask runs Dask side by side", func(e Env) command { return &benchCmd{env: e} }},
-	"report":     {"write a run's report: one HTML page with charts, and the charts as PNGs", func(e Env) command { return &reportCmd{env: e} }},
-	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return &replayCmd{env: e} }},
+	"report":     {"write a run's report: one HTML page with charts, and the charts as PNGs", func(e Env) command { return inspect.Report(e) }},
+	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return inspect.Replay(e) }},
 }
 
 // Main runs the command line and returns the exit code.
@@ -101,13 +95,6 @@ const ExitRunFailed = 3
 // controller quarantined every one of its slots: a batch system shows the
 // node's step as failed.
 const ExitQuarantined = 4
-
-// errUsage marks a bad flag or argument: exit code 2.
-var errUsage = errors.New("usage")
-
-func usageErr(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
-}
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "evoq: asynchronous steady-state evolutionary search over a NATS JetStream work queue")

@@ -22,30 +22,7 @@ import (
 	"github.com/evoq/evoq/space"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("evoq "+name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() { printUsage(fs, name, synopsis) }
-	return fs
-}
-
-// parse parses args and refuses positional arguments.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return usageErr("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q (flags start with --)", fs.Arg(0))
-	}
-	return nil
-}
 
 // logFlags configure logging.
 type logFlags struct {
@@ -75,15 +52,6 @@ func (l *logFlags) logger(w io.Writer) (*logrus.Logger, error) {
 		return nil, usageErr("--log-format %q: want text or json", l.format)
 	}
 	return log, nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 func (l *logFlags) args() []string {
@@ -433,21 +401,6 @@ func checkSpaceSize(path string, n int64) error {
 		return usageErr("--config %s is %d bytes, over the %d-byte limit for a search space: "+
 			"the run's record carries it whole, in one message of at most %d bytes; describe the space in fewer bytes",
 			path, n, schema.MaxSpaceSource, schema.MaxMessageSize)
-	}
-	return nil
-}
-
-// checkRunID refuses a run ID that no run can have (schema.ValidToken,
-// the rule every message's run field is checked by), naming its flag. The
-// commands call it before they connect: with no broker to answer, a
-// worker would otherwise wait for ever before it learnt the ID was wrong.
-// An empty ID is not given, and passes.
-func checkRunID(flag, id string) error {
-	if id == "" {
-		return nil
-	}
-	if err := schema.ValidToken(id); err != nil {
-		return usageErr("--%s %q: %s", flag, id, schema.Reason(err))
 	}
 	return nil
 }
@@ -809,10 +762,4 @@ func (w *workerFlags) slotGPUUUIDs(ctx context.Context, log logrus.FieldLogger) 
 	out := worker.SlotUUIDs(gpus, uuids)
 	log.WithField("gpu_uuids", strings.Join(out, ",")).Debug("GPU UUIDs of the slots")
 	return out
-}
-
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evoq/evoq/internal/cmdbase"
 )
 
 // helpSection is one heading of -h output and the flags listed under it.
@@ -95,12 +97,12 @@ func TestHelpArgumentNames(t *testing.T) {
 }
 
 // TestHelpGroups checks that every flag of a grouped command has a heading
-// in flagGroups, so a new flag without one fails here instead of landing
+// in cmdbase.FlagGroups, so a new flag without one fails here instead of landing
 // under Other.
 func TestHelpGroups(t *testing.T) {
 	t.Parallel()
 	var names []string
-	for name := range groupedHelp {
+	for name := range cmdbase.GroupedHelp {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -117,23 +119,23 @@ func TestHelpGroups(t *testing.T) {
 					t.Errorf("%s: -%s listed twice", name, f.name)
 				}
 				printed[f.name], seen[f.name] = true, true
-				if sec.heading == otherHeading {
-					t.Errorf("%s: -%s has no group: add it to flagGroups in help.go", name, f.name)
-				} else if want := headingOf[f.name]; sec.heading != want {
+				if sec.heading == cmdbase.OtherHeading {
+					t.Errorf("%s: -%s has no group: add it to cmdbase.FlagGroups in help.go", name, f.name)
+				} else if want := cmdbase.HeadingOf[f.name]; sec.heading != want {
 					t.Errorf("%s: -%s under %q, want %q", name, f.name, sec.heading, want)
 				}
 			}
 		}
 	}
 	listed := map[string]string{}
-	for _, g := range flagGroups {
-		for _, f := range g.flags {
+	for _, g := range cmdbase.FlagGroups {
+		for _, f := range g.Flags {
 			if h, dup := listed[f]; dup {
-				t.Errorf("flagGroups: %s in both %q and %q", f, h, g.heading)
+				t.Errorf("cmdbase.FlagGroups: %s in both %q and %q", f, h, g.Heading)
 			}
-			listed[f] = g.heading
+			listed[f] = g.Heading
 			if !seen[f] {
-				t.Errorf("flagGroups: %s is a flag of none of %v: a typo, or a removed flag", f, names)
+				t.Errorf("cmdbase.FlagGroups: %s is a flag of none of %v: a typo, or a removed flag", f, names)
 			}
 		}
 	}
@@ -174,12 +176,12 @@ func TestGroupedUsageKeepsEveryFlag(t *testing.T) {
 	fs.SetOutput(&flat)
 	fs.PrintDefaults()
 	fs.SetOutput(&grouped)
-	printUsage(fs, "run", "Synopsis.")
+	cmdbase.PrintUsage(fs, "run", "Synopsis.")
 
 	secs := parseHelp(grouped.String())
 	last := secs[len(secs)-1]
-	if last.heading != otherHeading || len(last.flags) != 1 || last.flags[0] != (helpFlag{"no-such-group", "DIR"}) {
-		t.Errorf("last section %+v, want %s with -no-such-group DIR", last, otherHeading)
+	if last.heading != cmdbase.OtherHeading || len(last.flags) != 1 || last.flags[0] != (helpFlag{"no-such-group", "DIR"}) {
+		t.Errorf("last section %+v, want %s with -no-such-group DIR", last, cmdbase.OtherHeading)
 	}
 	if got, want := flagBlocks(grouped.String()), flagBlocks(flat.String()); !slices.Equal(got, want) {
 		t.Errorf("grouped flag lines differ from PrintDefaults:\ngot  %q\nwant %q", got, want)

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/internal/cmdbase"
 	"github.com/nats-io/nats.go"
 	"github.com/sirupsen/logrus"
 )
@@ -44,10 +44,7 @@ type securityFlags struct {
 
 // registerCreds registers the flags of a credential of an external
 // broker, as the nats CLI names them.
-func (s *securityFlags) registerCreds(fs *flag.FlagSet) {
-	fs.StringVar(&s.creds, "creds", "", "NATS credentials file (.creds: a user JWT and its seed) for an external broker, as a site's NATS hands them out (default: $NATS_CREDS)")
-	fs.StringVar(&s.nkey, "nkey", "", "file of a NATS user nkey seed for an external broker (default: $NATS_NKEY)")
-}
+func (s *securityFlags) registerCreds(fs *flag.FlagSet) { cmdbase.RegisterCreds(fs, &s.creds, &s.nkey) }
 
 // registerHandOn registers the credentials a controller on a site's NATS
 // writes into its workers' and readers' connect files.
@@ -157,33 +154,15 @@ func (s *securityFlags) client() (urls string, run string, err error) {
 // $NATS_NKEY, unless a connect file carries a credential) into the
 // client's options.
 func (s *securityFlags) siteCredential() error {
-	if s.creds != "" && s.nkey != "" {
-		return usageErr("--creds and --nkey: give one or the other")
+	sc := cmdbase.SiteCreds{Creds: s.creds, Nkey: s.nkey}
+	if err := sc.Load(s.connect, s.credential != nil); err != nil {
+		return err
 	}
-	if (s.creds != "" || s.nkey != "") && s.credential != nil {
-		return usageErr("--creds or --nkey, and --connect %s, which carries a credential: give one or the other", s.connect)
+	s.creds, s.nkey = sc.Creds, sc.Nkey
+	if sc.Credential != nil {
+		s.credential = sc.Credential
+		s.clientOpts = append(s.clientOpts, sc.Credential.Options()...)
 	}
-	if s.credential == nil && s.creds == "" && s.nkey == "" {
-		s.creds, s.nkey = os.Getenv("NATS_CREDS"), os.Getenv("NATS_NKEY")
-		if s.creds != "" {
-			s.nkey = ""
-		}
-	}
-	var c broker.Credential
-	var err error
-	switch {
-	case s.creds != "":
-		c, err = broker.ReadCredsFile(s.creds)
-	case s.nkey != "":
-		c, err = broker.ReadNkeyFile(s.nkey)
-	default:
-		return nil
-	}
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	s.credential = &c
-	s.clientOpts = append(s.clientOpts, c.Options()...)
 	return nil
 }
 
@@ -333,11 +312,4 @@ func (s *securityFlags) handOn(role broker.Role) string {
 		return s.workerCreds
 	}
 	return ""
-}
-
-// readerFile names the reader's connect file beside path: run.json →
-// run-reader.json.
-func readerFile(path string) string {
-	ext := filepath.Ext(path)
-	return strings.TrimSuffix(path, ext) + "-reader" + ext
 }

@@ -82,7 +82,7 @@ type curveSet struct {
 }
 
 // learningCurves picks each reporting design's curve: the attempt whose
-// result counted (counted maps a design's seq to it, as controller.Tally
+// result counted (counted maps a design's seq to it, as runstate.Tally
 // decided), else its last attempt to report. A design with a counted
 // result has only that attempt drawn: the others were retried failures,
 // and the curve of the attempt that counts is the one its status

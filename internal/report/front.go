@@ -7,8 +7,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/pareto"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -216,7 +216,7 @@ func (a *Analysis) frontScatterChart() (Chart, error) {
 // the reference point's second objective down to the first step and
 // across from the last to its first objective, so that with the
 // reference point it closes the hypervolume's region.
-func staircase(front []paretoDesign, o controller.Objectives, ref []float64) plotter.XYs {
+func staircase(front []paretoDesign, o runstate.Objectives, ref []float64) plotter.XYs {
 	var oref []float64
 	if ref != nil {
 		oref = o.Oriented(ref)

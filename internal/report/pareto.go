@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -28,7 +27,7 @@ type paretoDesign struct {
 
 // paretoSet is what the front and hypervolume charts draw.
 type paretoSet struct {
-	obj     controller.Objectives
+	obj     runstate.Objectives
 	designs []paretoDesign // every counted ok design measured, in stream order
 	front   []paretoDesign // the final pool's front, oldest first
 	// ref is the hypervolume's reference point in the objectives' own
@@ -68,7 +67,7 @@ func (a *Analysis) analyzePareto(in Input, results []Entry, evaluations int) {
 	}
 	init, size := in.Run.Init, in.Run.Pool
 	if init <= 0 || size <= 0 {
-		init, size = controller.InitDefault, controller.PoolDefault
+		init, size = runstate.InitDefault, runstate.PoolDefault
 	}
 	tally := runstate.NewTally(in.RunID, in.Run.Budget, runstate.RulesOf(in.Run))
 	fold := runstate.NewFoldFor(tally, init, size, runstate.Replace(in.Run.Replace), obj, in.Run.HVRef)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -257,7 +256,7 @@ func TestFrontChartsTwoObjectives(t *testing.T) {
 // and a front member beyond the reference point is left out of it.
 func TestStaircaseEnclosesTheHypervolume(t *testing.T) {
 	t.Parallel()
-	o := controller.Objectives{Objs: []pareto.Objective{{Name: "f1"}, {Name: "acc", Maximize: true}}}
+	o := runstate.Objectives{Objs: []pareto.Objective{{Name: "f1"}, {Name: "acc", Maximize: true}}}
 	var front []paretoDesign
 	var pts []pareto.Point
 	for _, v := range [][2]float64{{0.5, 0.6}, {0.2, 0.3}, {0.8, 0.9}, {1.2, 0.95}} { // f1, acc

@@ -46,7 +46,7 @@ type Input struct {
 	// unknown.
 	Run *schema.Run
 	// Results are the stored results that decoded, in stream order;
-	// controller.Tally judges which count.
+	// runstate.Tally judges which count.
 	Results   []Entry
 	Malformed int // stored results that did not decode
 	// Reports are the run's stored intermediate reports that decoded, in
@@ -110,8 +110,8 @@ type Analysis struct {
 	Malformed   int
 	Evaluations int // designs with a terminal result: the counted results
 	Duplicates  int // further results of designs already counted
-	Foreign     int // results for designs that are not the run's (see controller.Tally)
-	Retried     int // failed attempts retried elsewhere (see controller.Tally)
+	Foreign     int // results for designs that are not the run's (see runstate.Tally)
+	Retried     int // failed attempts retried elsewhere (see runstate.Tally)
 	Quarantined int // slots the results leave quarantined
 	Counts      map[schema.Status]int
 	Best        *float64

@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
-	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -80,19 +79,5 @@ func TestStatusControllerLive(t *testing.T) {
 				t.Errorf("JSON controller_live = %v, want %v", j["controller_live"], tt.live)
 			}
 		})
-	}
-}
-
-// The summary's first line says over what time the rate was taken when
-// the run waited for its first slot.
-func TestSummaryLineWaitFirstSlot(t *testing.T) {
-	t.Parallel()
-	var out bytes.Buffer
-	s := &runstate.Summary{Run: "r", Evaluations: 360, OK: 360, WallS: 95, WaitFirstSlotS: 47, EvalsPerS: 7.5}
-	if err := printSummary(&out, s, false); err != nil {
-		t.Fatal(err)
-	}
-	if want := "run r: 360 evaluations (360 ok, 0 infeasible, 0 error, 0 timeout, 0 lost) in 95.0 s, 7.5/s over the 48.0 s after the first slot joined\n"; !strings.HasPrefix(out.String(), want) {
-		t.Errorf("summary begins\n%q\nwant\n%q", out.String(), want)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"bytes"
@@ -78,36 +78,5 @@ func TestStatusJSONStopped(t *testing.T) {
 	}
 	if st.EarlyStop == nil || *st.EarlyStop != *curvesRule {
 		t.Errorf("early stop %+v, want %+v", st.EarlyStop, curvesRule)
-	}
-}
-
-// The final summary line counts the stopped designs when the run has an
-// early-stopping rule, and is the line the README quotes when it has
-// none.
-func TestSummaryCountsStopped(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		sum  runstate.Summary
-		want string
-	}{
-		{"none stopped", runstate.Summary{Run: "r", Evaluations: 200, OK: 195, Infeasible: 5, WallS: 8.3, EvalsPerS: 24.1},
-			"run r: 200 evaluations (195 ok, 5 infeasible, 0 error, 0 timeout, 0 lost) in 8.3 s, 24.1/s\n"},
-		{"stopped", runstate.Summary{Run: "r", Evaluations: 200, OK: 20, Infeasible: 5, Error: 1, Lost: 2, Stopped: 172,
-			EarlyStop: &runstate.EarlyStopSummary{}, WallS: 8.3, EvalsPerS: 24.1},
-			"run r: 200 evaluations (20 ok, 5 infeasible, 1 error, 0 timeout, 2 lost, 172 stopped) in 8.3 s, 24.1/s\n"},
-		{"rule, none stopped", runstate.Summary{Run: "r", Evaluations: 3, OK: 3, EarlyStop: &runstate.EarlyStopSummary{}, WallS: 1, EvalsPerS: 3},
-			"run r: 3 evaluations (3 ok, 0 infeasible, 0 error, 0 timeout, 0 lost, 0 stopped) in 1.0 s, 3.0/s\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			if err := printSummary(&out, &tc.sum, false); err != nil {
-				t.Fatal(err)
-			}
-			if first, _, _ := strings.Cut(out.String(), "\n"); first+"\n" != tc.want {
-				t.Errorf("summary line %q, want %q", first, tc.want)
-			}
-		})
 	}
 }

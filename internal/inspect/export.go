@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/history"
+	"github.com/evoq/evoq/internal/cmdbase"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/space"
@@ -25,7 +26,7 @@ import (
 type sourceFlags struct {
 	dir, nats, connect, run string
 	trust                   string
-	creds                   securityFlags // --creds and --nkey
+	creds                   cmdbase.SiteCreds // --creds and --nkey
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
@@ -34,13 +35,13 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.nats, "nats", "", "URL of a live broker (instead of --dir)")
 	fs.StringVar(&s.connect, "connect", "", "connect file of a live controller (instead of --dir)")
 	fs.StringVar(&s.run, "run", "", "run ID (default: the connect file's run, else the only run in the store)")
-	s.creds.registerCreds(fs)
+	s.creds.Register(fs)
 }
 
 // source checks that one source is named and returns it.
 func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source, error) {
 	src := history.Source{NATS: s.nats, ConnectFile: s.connect, Run: s.run}
-	if err := checkRunID("run", s.run); err != nil {
+	if err := cmdbase.CheckRunID("run", s.run); err != nil {
 		return src, err
 	}
 	if err := s.siteCredential(fs, &src); err != nil {
@@ -50,24 +51,24 @@ func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source
 		return src, err
 	}
 	if s.nats != "" && s.connect != "" {
-		return src, usageErr("--nats and --connect: give one or the other")
+		return src, cmdbase.UsageErr("--nats and --connect: give one or the other")
 	}
-	if isSet(fs, "dir") && (s.nats != "" || s.connect != "") {
-		return src, usageErr("--dir and --nats or --connect: give one source")
+	if cmdbase.IsSet(fs, "dir") && (s.nats != "" || s.connect != "") {
+		return src, cmdbase.UsageErr("--dir and --nats or --connect: give one source")
 	}
 	if s.nats == "" && s.connect == "" {
 		if s.dir == "" {
-			return src, usageErr("--dir: empty store directory")
+			return src, cmdbase.UsageErr("--dir: empty store directory")
 		}
 		src.Dir = s.dir
 	}
 	if s.trust != "" {
 		if src.Dir == "" {
-			return src, usageErr("--trust: with --dir only (a connect file holds its own credential)")
+			return src, cmdbase.UsageErr("--trust: with --dir only (a connect file holds its own credential)")
 		}
 		t, err := broker.LoadTrust(s.trust)
 		if err != nil {
-			return src, usageErr("--trust: %v", err)
+			return src, cmdbase.UsageErr("--trust: %v", err)
 		}
 		src.Trust, src.Run = t, s.run
 	}
@@ -81,24 +82,24 @@ func (s *sourceFlags) source(fs *flag.FlagSet, stderr io.Writer) (history.Source
 // siteCredential reads --creds or --nkey, else $NATS_CREDS or $NATS_NKEY
 // with --nats or $NATS_URL, into src: a site's NATS.
 func (s *sourceFlags) siteCredential(fs *flag.FlagSet, src *history.Source) error {
-	given := s.creds.creds != "" || s.creds.nkey != ""
+	given := s.creds.Creds != "" || s.creds.Nkey != ""
 	if given && s.connect != "" {
-		return usageErr("--creds or --nkey, and --connect: a connect file carries its own credential; give one or the other")
+		return cmdbase.UsageErr("--creds or --nkey, and --connect: a connect file carries its own credential; give one or the other")
 	}
-	if s.connect != "" || (!given && s.nats == "" && (isSet(fs, "dir") || os.Getenv("NATS_URL") == "")) {
+	if s.connect != "" || (!given && s.nats == "" && (cmdbase.IsSet(fs, "dir") || os.Getenv("NATS_URL") == "")) {
 		return nil
 	}
-	if s.nats == "" && !isSet(fs, "dir") {
+	if s.nats == "" && !cmdbase.IsSet(fs, "dir") {
 		s.nats = os.Getenv("NATS_URL")
 		src.NATS = s.nats
 	}
 	if s.nats == "" {
-		return usageErr("--creds or --nkey: give the URL of the broker they are for with --nats (or $NATS_URL)")
+		return cmdbase.UsageErr("--creds or --nkey: give the URL of the broker they are for with --nats (or $NATS_URL)")
 	}
-	if err := s.creds.siteCredential(); err != nil {
+	if err := s.creds.Load(s.connect, false); err != nil {
 		return err
 	}
-	src.Credential = s.creds.credential
+	src.Credential = s.creds.Credential
 	return nil
 }
 
@@ -111,13 +112,13 @@ func (s *sourceFlags) checkReaderFile() error {
 	}
 	cf, err := broker.ReadConnectFile(s.connect)
 	if err != nil {
-		return usageErr("%v", err)
+		return cmdbase.UsageErr("%v", err)
 	}
 	if cf.Role == broker.RoleWorker {
-		return usageErr("--connect %s holds a worker's credential, which may not read a run's results: give the reader's connect file the controller wrote beside it (%s), or the admin's", s.connect, readerFile(s.connect))
+		return cmdbase.UsageErr("--connect %s holds a worker's credential, which may not read a run's results: give the reader's connect file the controller wrote beside it (%s), or the admin's", s.connect, cmdbase.ReaderFile(s.connect))
 	}
 	if cf.Trust != "" && s.run == "" && cf.Run == "" {
-		return usageErr("--connect %s is an admin's of a broker in operator mode, where each run is an account of its own: name the run with --run", s.connect)
+		return cmdbase.UsageErr("--connect %s is an admin's of a broker in operator mode, where each run is an account of its own: name the run with --run", s.connect)
 	}
 	return nil
 }
@@ -131,7 +132,7 @@ func (s *sourceFlags) refusalHint(err error) error {
 	switch {
 	case s.connect != "":
 		return fmt.Errorf("%w: the broker refused the credential in --connect %s: give the reader's connect file the controller wrote beside its --connect-file (NAME-reader.json), or the admin's; a credential may also have expired or been revoked", err, s.connect)
-	case s.creds.credential != nil:
+	case s.creds.Credential != nil:
 		return fmt.Errorf("%w: the broker refused the credential in --creds or --nkey (expired, revoked, or of another server or account?)", err)
 	case broker.HasUserInfo(s.nats):
 		return fmt.Errorf("%w: the broker refused the user and password (or token) in --nats: check them", err)
@@ -168,7 +169,7 @@ func (s *sourceFlags) openRun(ctx context.Context, src history.Source) (*history
 // exportCmd writes one row per stored result, or per stored intermediate
 // report, of a run.
 type exportCmd struct {
-	env               Env
+	env               cmdbase.Env
 	src               sourceFlags
 	format, out, what string
 	warned            int
@@ -187,20 +188,20 @@ type exportRow struct {
 }
 
 func (c *exportCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("export", "Writes one row per stored result of a run, or with --what reports one per intermediate report,\n"+
+	fs := cmdbase.NewFlagSet("export", "Writes one row per stored result of a run, or with --what reports one per intermediate report,\n"+
 		"in stream order, as CSV or JSON lines.", c.env.Stderr)
 	c.src.register(fs)
 	fs.StringVar(&c.format, "format", "csv", "output format: csv or jsonl")
 	fs.StringVar(&c.out, "out", "", "output file (default: standard output)")
 	fs.StringVar(&c.what, "what", "results", "what to write: results (one row per stored result) or reports (one per intermediate report, the learning curves)")
-	if err := parse(fs, args); err != nil {
+	if err := cmdbase.Parse(fs, args); err != nil {
 		return err
 	}
 	if c.format != "csv" && c.format != "jsonl" {
-		return usageErr("--format %q: want csv or jsonl", c.format)
+		return cmdbase.UsageErr("--format %q: want csv or jsonl", c.format)
 	}
 	if c.what != "results" && c.what != "reports" {
-		return usageErr("--what %q: want results or reports", c.what)
+		return cmdbase.UsageErr("--what %q: want results or reports", c.what)
 	}
 	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {

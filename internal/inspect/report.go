@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"context"
@@ -10,37 +10,38 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/history"
+	"github.com/evoq/evoq/internal/cmdbase"
 	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/schema"
 )
 
 // reportCmd writes a run's report: one HTML page and its charts as PNGs.
 type reportCmd struct {
-	env Env
+	env cmdbase.Env
 	src sourceFlags
 	out string
 	top int
 }
 
 func (c *reportCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("report", "Writes one self-contained HTML page picturing a run (for a run of several objectives, the front and its\n"+
+	fs := cmdbase.NewFlagSet("report", "Writes one self-contained HTML page picturing a run (for a run of several objectives, the front and its\n"+
 		"hypervolume against evaluations; best fitness against evaluations and time,\n"+
 		"the learning curves of designs that reported, a per-slot Gantt chart coloured by status, utilization over time, status breakdown, top designs),\n"+
 		"and each chart as a PNG beside it (report.html → report-gantt.png, ...).", c.env.Stderr)
 	c.src.register(fs)
 	fs.StringVar(&c.out, "out", "report.html", "the HTML file to write; the PNGs go beside it")
 	fs.IntVar(&c.top, "top", report.TopDefault, "number of designs in the top designs table")
-	if err := parse(fs, args); err != nil {
+	if err := cmdbase.Parse(fs, args); err != nil {
 		return err
 	}
 	if c.top < 1 {
-		return usageErr("--top %d: need at least 1", c.top)
+		return cmdbase.UsageErr("--top %d: need at least 1", c.top)
 	}
 	if c.out == "" || strings.HasSuffix(c.out, string(os.PathSeparator)) {
-		return usageErr("--out %q: want a file name such as report.html", c.out)
+		return cmdbase.UsageErr("--out %q: want a file name such as report.html", c.out)
 	}
 	if fi, err := os.Stat(filepath.Dir(c.out)); err != nil || !fi.IsDir() {
-		return usageErr("--out %s: directory %s does not exist", c.out, filepath.Dir(c.out))
+		return cmdbase.UsageErr("--out %s: directory %s does not exist", c.out, filepath.Dir(c.out))
 	}
 	r, ri, err := c.src.open(ctx, fs, c.env.Stderr)
 	if err != nil {

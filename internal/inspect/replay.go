@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/history"
+	"github.com/evoq/evoq/internal/cmdbase"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -27,7 +28,7 @@ const replayListMax = 20
 // replayCmd rebuilds the controller's fold from a run's results stream and
 // checks the stream's integrity.
 type replayCmd struct {
-	env     Env
+	env     cmdbase.Env
 	src     sourceFlags
 	until   string
 	jsonOut bool
@@ -94,7 +95,7 @@ type replayReport struct {
 }
 
 func (c *replayCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("replay", "Rebuilds the controller's pool from a run's results stream, up to --until, and checks the stream's integrity.\n"+
+	fs := cmdbase.NewFlagSet("replay", "Rebuilds the controller's pool from a run's results stream, up to --until, and checks the stream's integrity.\n"+
 		"--init, --pool and --replace default to the run's recorded values; compare the pool_digest of the\n"+
 		"controller's progress lines or summary with the one printed here.", c.env.Stderr)
 	c.src.register(fs)
@@ -103,7 +104,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.init, "init", runstate.InitDefault, "the run's --init (default: recorded with the run)")
 	fs.IntVar(&c.pool, "pool", runstate.PoolDefault, "the run's --pool (default: recorded with the run)")
 	fs.StringVar(&c.replace, "replace", string(runstate.ReplaceDefault), "the run's --replace, worst or oldest (default: recorded with the run)")
-	if err := parse(fs, args); err != nil {
+	if err := cmdbase.Parse(fs, args); err != nil {
 		return err
 	}
 	replace, untilSeq, untilTime, err := c.validate()
@@ -155,7 +156,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 // rebuilt then is not the run's.
 func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace runstate.Replace) (runstate.Replace, error) {
 	if run == nil || run.Init == 0 {
-		if !isSet(fs, "init") || !isSet(fs, "pool") || !isSet(fs, "replace") {
+		if !cmdbase.IsSet(fs, "init") || !cmdbase.IsSet(fs, "pool") || !cmdbase.IsSet(fs, "replace") {
 			fmt.Fprintf(c.env.Stderr, "warning: run %s does not record --init, --pool and --replace; replaying with --init %d --pool %d --replace %s\n",
 				run.Run, c.init, c.pool, replace)
 		}
@@ -166,17 +167,17 @@ func (c *replayCmd) fromRun(fs *flag.FlagSet, run *schema.Run, replace runstate.
 			fmt.Fprintf(c.env.Stderr, "warning: --%s %v differs from the run's %v: the rebuilt pool is not the run's\n", name, given, recorded)
 		}
 	}
-	if isSet(fs, "init") {
+	if cmdbase.IsSet(fs, "init") {
 		differ("init", c.init, run.Init)
 	} else {
 		c.init = run.Init
 	}
-	if isSet(fs, "pool") {
+	if cmdbase.IsSet(fs, "pool") {
 		differ("pool", c.pool, run.Pool)
 	} else {
 		c.pool = run.Pool
 	}
-	if isSet(fs, "replace") {
+	if cmdbase.IsSet(fs, "replace") {
 		differ("replace", string(replace), run.Replace)
 		return replace, nil
 	}
@@ -200,14 +201,14 @@ func failFastOf(run *schema.Run) *runstate.FailFast {
 // validate checks the flags and parses --replace and --until.
 func (c *replayCmd) validate() (runstate.Replace, uint64, *time.Time, error) {
 	if c.init < 1 {
-		return "", 0, nil, usageErr("--init %d: need at least 1", c.init)
+		return "", 0, nil, cmdbase.UsageErr("--init %d: need at least 1", c.init)
 	}
 	if c.pool < 1 {
-		return "", 0, nil, usageErr("--pool %d: need at least 1", c.pool)
+		return "", 0, nil, cmdbase.UsageErr("--pool %d: need at least 1", c.pool)
 	}
 	replace, err := runstate.ParseReplace(c.replace)
 	if err != nil {
-		return "", 0, nil, usageErr("%v", err)
+		return "", 0, nil, cmdbase.UsageErr("%v", err)
 	}
 	if c.until == "" {
 		return replace, 0, nil, nil
@@ -217,7 +218,7 @@ func (c *replayCmd) validate() (runstate.Replace, uint64, *time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, c.until)
 	if err != nil {
-		return "", 0, nil, usageErr("--until %q: want a stream sequence number (from 1) or an RFC3339 time", c.until)
+		return "", 0, nil, cmdbase.UsageErr("--until %q: want a stream sequence number (from 1) or an RFC3339 time", c.until)
 	}
 	return replace, 0, &t, nil
 }

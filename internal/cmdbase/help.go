@@ -1,24 +1,24 @@
-package cli
+package cmdbase
 
 import (
 	"flag"
 	"fmt"
 )
 
-// groupedHelp are the commands whose -h lists its flags under the headings
-// of flagGroups: with a dozen flags and more, one alphabetical list hides
+// GroupedHelp are the commands whose -h lists its flags under the headings
+// of FlagGroups: with a dozen flags and more, one alphabetical list hides
 // the few a reader came for. The other commands have a handful, or
 // (run delete) mostly the broker's, and keep one list.
-var groupedHelp = map[string]bool{"run": true, "controller": true, "worker": true, "broker": true}
+var GroupedHelp = map[string]bool{"run": true, "controller": true, "worker": true, "broker": true}
 
-// flagGroups is the one table of which heading a flag is listed under, in
+// FlagGroups is the one table of which heading a flag is listed under, in
 // the order -h prints them. A flag name means the same thing in every
 // command that has it, so one entry serves them all. A flag of a grouped
-// command missing here is listed under otherHeading rather than dropped,
+// command missing here is listed under OtherHeading rather than dropped,
 // and TestHelpGroups fails until it is added.
-var flagGroups = []struct {
-	heading string
-	flags   []string
+var FlagGroups = []struct {
+	Heading string
+	Flags   []string
 }{
 	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
 	{"Objectives and variation", []string{"objectives", "constraint", "hv-ref", "crossover", "mutation-rate"}},
@@ -34,26 +34,27 @@ var flagGroups = []struct {
 	{"Output and observability", []string{"json", "progress", "idle-alarm", "metrics", "log-format", "log-level"}},
 }
 
-const otherHeading = "Other"
+// OtherHeading is where a flag that FlagGroups does not name is listed.
+const OtherHeading = "Other"
 
-// headingOf maps a flag name to its heading in flagGroups.
-var headingOf = func() map[string]string {
+// HeadingOf maps a flag name to its heading in FlagGroups.
+var HeadingOf = func() map[string]string {
 	m := map[string]string{}
-	for _, g := range flagGroups {
-		for _, f := range g.flags {
-			m[f] = g.heading
+	for _, g := range FlagGroups {
+		for _, f := range g.Flags {
+			m[f] = g.Heading
 		}
 	}
 	return m
 }()
 
-// printUsage is the -h text of command name: the synopsis, then the flags
+// PrintUsage is the -h text of command name: the synopsis, then the flags
 // in the flag package's own format, grouped for the commands in
-// groupedHelp.
-func printUsage(fs *flag.FlagSet, name, synopsis string) {
+// GroupedHelp.
+func PrintUsage(fs *flag.FlagSet, name, synopsis string) {
 	out := fs.Output()
 	fmt.Fprintf(out, "Usage: evoq %s [flags]\n\n%s\n", name, synopsis)
-	if !groupedHelp[name] {
+	if !GroupedHelp[name] {
 		fmt.Fprintln(out, "\nFlags:")
 		fs.PrintDefaults()
 		return
@@ -70,7 +71,7 @@ type flagGroup struct {
 }
 
 // groupFlags splits fs into one flag set per heading that has flags, in
-// flagGroups' order and then otherHeading. Each group is a flag set of its
+// FlagGroups' order and then OtherHeading. Each group is a flag set of its
 // own because the flag package formats a flag (argument name taken from
 // back quotes, default shown only when not the zero value) only through
 // PrintDefaults; copying the flags reuses that format instead of
@@ -78,9 +79,9 @@ type flagGroup struct {
 func groupFlags(fs *flag.FlagSet) []flagGroup {
 	sets := map[string]*flag.FlagSet{}
 	fs.VisitAll(func(f *flag.Flag) {
-		h, ok := headingOf[f.Name]
+		h, ok := HeadingOf[f.Name]
 		if !ok {
-			h = otherHeading
+			h = OtherHeading
 		}
 		g := sets[h]
 		if g == nil {
@@ -94,13 +95,13 @@ func groupFlags(fs *flag.FlagSet) []flagGroup {
 		g.Lookup(f.Name).DefValue = f.DefValue
 	})
 	var groups []flagGroup
-	for _, g := range flagGroups {
-		if sets[g.heading] != nil {
-			groups = append(groups, flagGroup{g.heading, sets[g.heading]})
+	for _, g := range FlagGroups {
+		if sets[g.Heading] != nil {
+			groups = append(groups, flagGroup{g.Heading, sets[g.Heading]})
 		}
 	}
-	if sets[otherHeading] != nil {
-		groups = append(groups, flagGroup{otherHeading, sets[otherHeading]})
+	if sets[OtherHeading] != nil {
+		groups = append(groups, flagGroup{OtherHeading, sets[OtherHeading]})
 	}
 	return groups
 }

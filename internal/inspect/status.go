@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/checkpoint"
+	"github.com/evoq/evoq/internal/cmdbase"
 	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/history"
@@ -23,7 +24,7 @@ import (
 // statusCmd shows a run at a glance: phase, budget, the work queue, the
 // best so far and every worker, flagging idle slots.
 type statusCmd struct {
-	env     Env
+	env     cmdbase.Env
 	src     sourceFlags
 	jsonOut bool
 	watch   time.Duration
@@ -122,11 +123,11 @@ type workerStatus struct {
 }
 
 func (c *statusCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet("status", "Shows a run: phase, budget done / in flight / queued, the best so far, and every worker, flagging idle slots.", c.env.Stderr)
+	fs := cmdbase.NewFlagSet("status", "Shows a run: phase, budget done / in flight / queued, the best so far, and every worker, flagging idle slots.", c.env.Stderr)
 	c.src.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
 	fs.DurationVar(&c.watch, "watch", 0, "redraw every this long until interrupted, e.g. 2s (0: once)")
-	if err := parse(fs, args); err != nil {
+	if err := cmdbase.Parse(fs, args); err != nil {
 		return err
 	}
 	src, err := c.src.source(fs, c.env.Stderr)
@@ -134,7 +135,7 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.watch < 0 || (c.watch > 0 && c.watch < 100*time.Millisecond) {
-		return usageErr("--watch %s: want 0 or at least 100ms", c.watch)
+		return cmdbase.UsageErr("--watch %s: want 0 or at least 100ms", c.watch)
 	}
 	r, ri, err := c.src.openRun(ctx, src)
 	if err != nil {
@@ -173,7 +174,7 @@ func (c *statusCmd) show(ctx context.Context, r *history.Reader, ri history.RunI
 		_, err = fmt.Fprintf(c.env.Stdout, "%s\n", b)
 		return err
 	}
-	if c.watch > 0 && isTerminal(c.env.Stdout) {
+	if c.watch > 0 && cmdbase.IsTerminal(c.env.Stdout) {
 		fmt.Fprint(c.env.Stdout, "\033[H\033[2J")
 	}
 	st.print(c.env)
@@ -394,7 +395,7 @@ func (st *runStatus) finish(now time.Time) {
 	}
 }
 
-func (st *runStatus) print(env Env) {
+func (st *runStatus) print(env cmdbase.Env) {
 	fmt.Fprintf(env.Stdout, "run %s: %s; %d of %d done", st.Run, st.phaseText(), st.Done, st.Budget)
 	if st.queueKnown {
 		fmt.Fprintf(env.Stdout, ", %d in flight, %d queued", st.InFlight, st.Queued)
