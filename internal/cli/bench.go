@@ -215,7 +215,7 @@ func printComparison(out io.Writer, c *bench.Comparison, smoke bool) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	head := "  round\tbinary\tevaluations\tevals/s\tutil_steady\tgap p50 ms\tgap p99 ms\tµs CPU each\twall s\t"
 	if noop {
-		head += "loop evals/s\tevoq / loop\t"
+		head += "loop evals/s, µs CPU each\tevoq / loop\t"
 	}
 	fmt.Fprintln(w, head)
 	row := func(round, label string, f *bench.Figures, loop string) {
@@ -229,7 +229,7 @@ func printComparison(out io.Writer, c *bench.Comparison, smoke bool) {
 	for i := range c.This.Runs {
 		loop := ""
 		if noop {
-			loop = fmt.Sprint(c.Loop[i].EvalsPerS)
+			loop = fmt.Sprintf("%g, %g", c.Loop[i].EvalsPerS, c.Loop[i].CPUPerEvalUs)
 		}
 		row(fmt.Sprint(i+1), c.This.Label, c.This.Runs[i], loop)
 		row(fmt.Sprint(i+1), c.Ref.Label, c.Ref.Runs[i], loop)
