@@ -17,7 +17,9 @@ import (
 // the figures read, and one they do not.
 func exportLine(status, worker string, slot int, startMs, stopMs float64) string {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	at := func(ms float64) string { return t0.Add(time.Duration(ms * float64(time.Millisecond))).Format(time.RFC3339Nano) }
+	at := func(ms float64) string {
+		return t0.Add(time.Duration(ms * float64(time.Millisecond))).Format(time.RFC3339Nano)
+	}
 	return fmt.Sprintf(`{"seq":1,"counted":true,"status":%q,"worker":%q,"slot":%d,"start":%q,"stop":%q,"gap_ns":-1,"design":{"id":"x"}}`,
 		status, worker, slot, at(startMs), at(stopMs))
 }
