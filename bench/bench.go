@@ -88,6 +88,17 @@ type Config struct {
 	// LoopVariants; the target is judged only against LoopPlain. Defaults
 	// to LoopPlain.
 	Loop string
+	// Against is a git revision (a commit, a branch, HEAD~3) whose evoq
+	// binary is built and run beside Evoq on the same workloads, in
+	// alternating rounds; only AgainstWorkloads can be compared. Defaults
+	// to "": Evoq alone.
+	Against string
+	// Rounds is the number of alternating rounds with Against. Defaults
+	// to RoundsDefault, or 1 with Smoke.
+	Rounds int
+	// Repo is the git repository Against is taken from. Defaults to the
+	// one the working directory is in.
+	Repo string
 	// Log receives one line as each workload starts: a full run takes
 	// minutes. Defaults to io.Discard.
 	Log io.Writer
@@ -105,6 +116,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Loop == "" {
 		c.Loop = LoopPlain
+	}
+	if c.Rounds == 0 {
+		c.Rounds = RoundsDefault
+		if c.Smoke {
+			c.Rounds = 1
+		}
 	}
 	return c
 }
@@ -132,8 +149,26 @@ func (c Config) validate() error {
 			return &ConfigError{Field: "DaskScript", Value: c.DaskScript, Reason: err.Error()}
 		}
 	}
+	if c.Against != "" {
+		return c.validateAgainst()
+	}
 	_, err := choose(c.Workloads)
 	return err
+}
+
+func (c Config) validateAgainst() error {
+	if c.Rounds < 1 {
+		return &ConfigError{Field: "Rounds", Value: strconv.Itoa(c.Rounds), Reason: "want 1 or more"}
+	}
+	if c.VsDask {
+		return &ConfigError{Field: "VsDask", Reason: "the Dask baseline does not change between revisions: run it without Against"}
+	}
+	for _, w := range c.Workloads {
+		if findAgainst(w) == nil {
+			return &ConfigError{Field: "Workloads", Value: w, Reason: "cannot be compared between revisions; want " + list(AgainstWorkloads)}
+		}
+	}
+	return nil
 }
 
 // Report is what Run measured; its JSON form is what `evoq bench --json`
@@ -143,6 +178,8 @@ type Report struct {
 	// Smoke marks figures that mean nothing.
 	Smoke bool   `json:"smoke"`
 	Rows  []*Row `json:"workloads"`
+	// Against is the comparisons of Config.Against, one per workload.
+	Against []*Comparison `json:"against,omitempty"`
 }
 
 // Row is one workload's figures.
@@ -200,11 +237,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	chosen, _ := choose(cfg.Workloads) // validate checked them
+	chosen, _ := choose(cfg.Workloads) // validate checked them (all but Against's own)
 	r := &runner{cfg: cfg, rep: &Report{Machine: machine(), Smoke: cfg.Smoke}}
 	defer r.close()
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.Against != "" {
+		return r.rep, r.runAgainst(ctx)
 	}
 	for _, w := range chosen {
 		if err := ctx.Err(); err != nil {

@@ -48,8 +48,8 @@ func TestBoundMet(t *testing.T) {
 		share   float64
 		met     bool
 	}{
-		{LoopPlain, 1.2, true},
-		{LoopPlain, 1.19, false},
+		{LoopPlain, 0.9, true},
+		{LoopPlain, 0.89, false},
 		{LoopBatched, 1.5, false},
 		{LoopSmall, 1.5, false},
 	} {

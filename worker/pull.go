@@ -43,7 +43,6 @@ type feeder struct {
 	lanes   [feedLanes]lane
 	log     logrus.FieldLogger
 
-	in    chan laneMsg // from the subscriptions
 	ask   chan *waiter // a slot is free
 	drop  chan *waiter // a slot stops waiting
 	done  chan struct{}
@@ -62,19 +61,18 @@ type feeder struct {
 }
 
 // feedLanes is the most pull requests a worker has out at once: with two,
-// slots that free while one is out are asked for at once.
+// slots that free while one is out are asked for at once. The dispatcher
+// reads the two lanes in cases of its own (run, closeNow).
 const feedLanes = 2
 
 // lane is one subscription of the feeder and its request out.
 type lane struct {
 	inbox string
 	sub   *nats.Subscription
-	cur   *pullReq // nil for none
-}
-
-type laneMsg struct {
-	lane int
-	m    *nats.Msg
+	// in is where the client's reader puts the lane's messages, for the
+	// dispatcher to read.
+	in  chan *nats.Msg
+	cur *pullReq // nil for none
 }
 
 // waiter is one free slot waiting for a design: it gets a design, or an
@@ -111,24 +109,30 @@ type pullRequest struct {
 // before it asks again.
 const refusedHold = 500 * time.Millisecond
 
-func newFeeder(nc *nats.Conn, run string, expires time.Duration, log logrus.FieldLogger) (*feeder, error) {
+// laneRoom is how many messages a lane's channel holds beyond the
+// worker's slots.
+const laneRoom = 256
+
+// newFeeder starts the feeder of a worker of slots slots.
+func newFeeder(nc *nats.Conn, run string, slots int, expires time.Duration, log logrus.FieldLogger) (*feeder, error) {
 	f := &feeder{nc: nc, expires: expires, log: log,
 		subject: fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", schema.DesignStream, schema.ConsumerName(run)),
-		in:      make(chan laneMsg, 256), ask: make(chan *waiter), drop: make(chan *waiter), done: make(chan struct{}),
+		ask:     make(chan *waiter), drop: make(chan *waiter), done: make(chan struct{}),
 		query: make(chan chan [3]int)}
 	for k := range f.lanes {
 		l := &f.lanes[k]
 		l.inbox = nc.NewInbox()
+		// The client's reader puts each message straight into the lane's
+		// channel, which the dispatcher reads: a callback would add a
+		// goroutine of the client's between the two, woken for every
+		// design (a few µs of scheduling an evaluation). The channel
+		// holds more than the lane can be sent: a lane's request asks for
+		// at most the slots waiting, and the dispatcher reads it while it
+		// waits for nothing else. Were it ever full, the client would drop
+		// the design, which the broker delivers again after its ack wait.
+		l.in = make(chan *nats.Msg, slots+laneRoom)
 		var err error
-		// A callback that blocks hands the backpressure to the client's
-		// pending queue, whose default limits are far above any batch.
-		l.sub, err = nc.Subscribe(l.inbox+".*", func(m *nats.Msg) {
-			select {
-			case f.in <- laneMsg{k, m}:
-			case <-f.done:
-				handBackOrIgnore(nc, m)
-			}
-		})
+		l.sub, err = nc.ChanSubscribe(l.inbox+".*", l.in)
 		if err != nil {
 			return nil, fmt.Errorf("subscribe to the pull inbox: %w", err)
 		}
@@ -220,8 +224,10 @@ func (f *feeder) run() {
 			if i := slices.Index(f.waiters, w); i >= 0 {
 				f.waiters = slices.Delete(f.waiters, i, i+1)
 			}
-		case lm := <-f.in:
-			f.receive(lm.lane, lm.m)
+		case m := <-f.lanes[0].in:
+			f.receive(0, m)
+		case m := <-f.lanes[1].in: // feedLanes is 2
+			f.receive(1, m)
 		case q := <-f.query:
 			q <- [3]int{f.covered(), len(f.waiters), f.asks}
 		case <-status: // reconnected: the requests out went with the old connection
@@ -415,17 +421,16 @@ func (f *feeder) closeNow() {
 			draining = draining || f.lanes[k].sub.IsValid()
 		}
 		select {
-		case lm := <-f.in:
-			handBackOrIgnore(f.nc, lm.m)
+		case m := <-f.lanes[0].in:
+			handBackOrIgnore(f.nc, m)
+		case m := <-f.lanes[1].in:
+			handBackOrIgnore(f.nc, m)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	for {
-		select {
-		case lm := <-f.in:
-			handBackOrIgnore(f.nc, lm.m)
-		default:
-			return
+	for k := range f.lanes {
+		for len(f.lanes[k].in) > 0 {
+			handBackOrIgnore(f.nc, <-f.lanes[k].in)
 		}
 	}
 }

@@ -132,12 +132,12 @@ func (w *Worker) handle(s *slotState, msg design) {
 	s.waitStored()
 	stored := make(chan struct{})
 	s.stored = stored
-	go func() {
+	w.storing.do(func() {
 		defer close(stored)
 		defer stopProgress()
 		w.ckpt.put(w.evalCtx, s.log, files, res)
 		w.finish(s, msg, res)
-	}()
+	})
 }
 
 // cancelled hands back a design whose evaluation a hard stop (the walltime,
@@ -173,17 +173,36 @@ func (w *Worker) finish(s *slotState, msg design, res *schema.Result) {
 // logResult logs one line per finished evaluation: design, host, slot,
 // GPU, attempt, status and duration; failures as warnings with the reason.
 func (w *Worker) logResult(s *slotState, r *schema.Result) {
+	failed := r.Status == schema.StatusError || r.Status == schema.StatusTimeout
+	if !failed && !levelEnabled(s.log, logrus.InfoLevel) {
+		// Building the entry copies the slot's fields into a new map:
+		// on a worker logging at warn, as evoq run's are, that was a few
+		// µs an evaluation spent on a line nobody sees.
+		return
+	}
 	l := s.log.WithFields(logrus.Fields{"design": r.DesignID, "status": r.Status, "attempt": r.Attempt,
 		"host": r.Host, "duration": r.Duration().Round(time.Millisecond)})
 	if r.GPU != "" {
 		l = l.WithField("gpu", r.GPU)
 	}
-	switch r.Status {
-	case schema.StatusError, schema.StatusTimeout:
+	switch {
+	case failed:
 		l.WithFields(processFields(r)).WithField("error", logError(r.Error, 300)).Warn("evaluation failed")
 	default:
 		l.WithField("fitness", r.Fitness).Info("evaluation done")
 	}
+}
+
+// levelEnabled reports whether log takes lines of level; true when it
+// cannot tell.
+func levelEnabled(log logrus.FieldLogger, level logrus.Level) bool {
+	switch l := log.(type) {
+	case *logrus.Logger:
+		return l.IsLevelEnabled(level)
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(level)
+	}
+	return true
 }
 
 // processFields are the log fields of how r's evaluator process ended,

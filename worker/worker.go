@@ -194,6 +194,8 @@ type Worker struct {
 	// objectives are the run's: an ok result lacking one is an error.
 	objectives pareto.Objectives
 	ckpt       *ckpts // the run's checkpoint store; nil: the run keeps none
+	// storing runs the slots' result stores; nil until the slots start.
+	storing *storers
 	// warnings are the worker's standing conditions, sent with every
 	// heartbeat (schema.Presence.Warnings).
 	warnMu    sync.Mutex
@@ -357,10 +359,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.fetchCtx, w.fetchCancel = context.WithCancel(w.evalCtx)
 	w.log.WithFields(logrus.Fields{"slots": w.cfg.Slots, "evaluator": w.cfg.Evaluator.Name(),
 		"ack_wait": w.ackWait, "in_progress_every": w.progressEvery()}).Info("worker joined run")
-	if w.feed, err = newFeeder(w.js.Conn(), w.cfg.Run, w.cfg.FetchWait, w.log); err != nil {
+	if w.feed, err = newFeeder(w.js.Conn(), w.cfg.Run, w.cfg.Slots, w.cfg.FetchWait, w.log); err != nil {
 		return err
 	}
 	w.prog = newProgress(w.progressEvery(), design.InProgress)
+	w.storing = newStorers()
 	for i := range w.cfg.Slots {
 		w.slots.Add(1)
 		go w.slot(i)
@@ -535,6 +538,7 @@ func (w *Worker) Busy() int { return int(w.busy.Load()) }
 
 func (w *Worker) closeWhenDone() {
 	w.slots.Wait()
+	w.storing.close() // each slot waited for its last result's store
 	w.feed.close()
 	if w.fetchCtx.Err() == nil && w.allQuarantined() {
 		w.leaveQuarantined()

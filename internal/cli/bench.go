@@ -29,6 +29,9 @@ type benchCmd struct {
 	seeds     int
 	helper    string
 	loop      string
+	against   string
+	rounds    int
+	repo      string
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -51,6 +54,10 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit and zdt: seeds 1..N (default 5, 1 with --smoke)")
 	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
 		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
+	fs.StringVar(&c.against, "against", "", "a git revision (commit, branch, HEAD~3) to build and run beside this binary on noop and sim, "+
+		"in alternating rounds; figures from each run's exported results")
+	fs.IntVar(&c.rounds, "rounds", bench.RoundsDefault, "with --against: alternating rounds (1 with --smoke unless given)")
+	fs.StringVar(&c.repo, "repo", "", "with --against: the git repository of the revision (default: the working directory's)")
 	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -60,8 +67,20 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("find the evoq binary: %w", err)
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
-		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop}
-	if c.workloads != "all" {
+		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
+		Against: c.against, Repo: c.repo}
+	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
+		return usageErr("--rounds and --repo: with --against only")
+	}
+	if isSet(fs, "rounds") && c.rounds < 1 {
+		return usageErr("--rounds %d: want 1 or more", c.rounds)
+	}
+	if c.against != "" && (isSet(fs, "rounds") || !c.smoke) {
+		cfg.Rounds = c.rounds
+	}
+	if c.against != "" && c.workloads == "all" {
+		cfg.Workloads = bench.AgainstWorkloads
+	} else if c.workloads != "all" {
 		cfg.Workloads = strings.Split(c.workloads, ",")
 		for i, w := range cfg.Workloads {
 			cfg.Workloads[i] = strings.TrimSpace(w)
@@ -81,7 +100,8 @@ func benchFlagErr(err error) error {
 		return err
 	}
 	flag := map[string]string{"Workloads": "--workload", "Python": "--python", "DaskScript": "--dask-script",
-		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper", "Loop": "--loop"}[ce.Field]
+		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper", "Loop": "--loop",
+		"Against": "--against", "Rounds": "--rounds", "Repo": "--repo", "VsDask": "--vs-dask"}[ce.Field]
 	if flag == "" {
 		return err
 	}
@@ -102,6 +122,12 @@ func (c *benchCmd) print(rep *bench.Report) error {
 	}
 	w := tabwriter.NewWriter(c.env.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "machine: %s%s\n\n", rep.Machine, map[bool]string{true: " (smoke run: figures mean nothing)", false: ""}[rep.Smoke])
+	for _, cmp := range rep.Against {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		printComparison(c.env.Stdout, cmp, rep.Smoke)
+	}
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "%s: %s\n", r.Workload, r.About)
 		switch {
@@ -164,6 +190,76 @@ func (c *benchCmd) print(rep *bench.Report) error {
 		fmt.Fprintf(w, "  target\t%s: %s\n\n", r.Target, verdict)
 	}
 	return w.Flush()
+}
+
+// printComparison prints one workload of --against: each round's figures
+// of both binaries, their medians, the ratios of this binary's medians to
+// the other's and the target.
+func printComparison(out io.Writer, c *bench.Comparison, smoke bool) {
+	fmt.Fprintf(out, "%s: %s\n  command: %s\n", c.Workload, c.About, c.Command)
+	rev := func(s *bench.Side) string {
+		switch {
+		case s.Revision != "":
+			return s.Label + " = " + s.Revision
+		case s.WorkTree != "":
+			return s.Label + " = a binary without its revision stamped; the working tree is at " + s.WorkTree
+		}
+		return s.Label + " = a binary without its revision stamped"
+	}
+	rounds := fmt.Sprintf("%d rounds, the two in turns (this first in odd rounds)", c.Rounds)
+	if c.Rounds == 1 {
+		rounds = "1 round"
+	}
+	fmt.Fprintf(out, "  %s\n  %s\n  %s\n", rev(c.This), rev(c.Ref), rounds)
+	noop := len(c.Loop) > 0
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	head := "  round\tbinary\tevaluations\tevals/s\tutil_steady\tgap p50 ms\tgap p99 ms\tµs CPU each\twall s\t"
+	if noop {
+		head += "loop evals/s, µs CPU each\tevoq / loop\t"
+	}
+	fmt.Fprintln(w, head)
+	row := func(round, label string, f *bench.Figures, loop string) {
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%g\t%g\t%g\t%g\t%g\t%g\t", round, label, f.Evaluations, f.EvalsPerS, f.UtilSteady,
+			f.GapP50Ms, f.GapP99Ms, f.CPUPerEvalUs, f.WallS)
+		if noop {
+			fmt.Fprintf(w, "%s\t%g\t", loop, f.LoopShare)
+		}
+		fmt.Fprintln(w)
+	}
+	for i := range c.This.Runs {
+		loop := ""
+		if noop {
+			loop = fmt.Sprintf("%g, %g", c.Loop[i].EvalsPerS, c.Loop[i].CPUPerEvalUs)
+		}
+		row(fmt.Sprint(i+1), c.This.Label, c.This.Runs[i], loop)
+		row(fmt.Sprint(i+1), c.Ref.Label, c.Ref.Runs[i], loop)
+	}
+	row("median", c.This.Label, c.This.Median, "")
+	row("median", c.Ref.Label, c.Ref.Median, "")
+	ratio := func(name string) string {
+		if v, ok := c.Ratio[name]; ok {
+			return fmt.Sprintf("%gx", v)
+		}
+		return "-"
+	}
+	fmt.Fprintf(w, "  ratio\tthis / %s\t\t%s\t%s\t%s\t%s\t%s\t\t", c.Ref.Label, ratio("evals_per_s"), ratio("util_steady"),
+		ratio("gap_p50_ms"), ratio("gap_p99_ms"), ratio("cpu_per_eval_us"))
+	if noop {
+		fmt.Fprintf(w, "\t%s\t", ratio("loop_share"))
+	}
+	fmt.Fprintln(w)
+	_ = w.Flush()
+	verdict := func(m *bool) string {
+		if m == nil {
+			return "not judged (smoke run)"
+		}
+		return map[bool]string{true: "met", false: "MISSED"}[*m]
+	}
+	if smoke {
+		fmt.Fprintf(out, "  target: %s: not judged (smoke run)\n\n", c.Target)
+		return
+	}
+	fmt.Fprintf(out, "  target: %s: this %s, %s %s\n\n", c.Target, verdict(c.Met), c.Ref.Label, verdict(c.RefMet))
 }
 
 // printEvoqRow prints evoq's figures beside Dask's and their ratios.
