@@ -415,14 +415,25 @@ type outDesign struct {
 // published again, all of it at once, with the same Nats-Msg-Ids (so
 // never stored twice), until every design is stored.
 func (c *Controller) publishWindow(ctx context.Context, out []outDesign) error {
-	first := true
-	return retry(ctx, c.log.WithField("designs", len(out)), "publish designs", func() error {
-		left, err := c.publishRound(ctx, out, first)
-		first = false
+	// Most windows are confirmed at the first try: no retry to set up,
+	// no log entry made for a warning that is not given.
+	left, err := c.publishRound(ctx, out, true)
+	if err == nil && len(left) == 0 {
+		return nil
+	}
+	total := len(out)
+	log := c.log.WithField("designs", total)
+	if err == nil {
+		err = fmt.Errorf("%d of %d designs unconfirmed (first %s)", len(left), total, left[0].id)
+		out = left
+	}
+	log.WithError(err).Warn("publish designs failed; retrying")
+	return retry(ctx, log, "publish designs", func() error {
+		left, err := c.publishRound(ctx, out, false)
 		if err != nil || len(left) == 0 {
 			return err
 		}
-		e := fmt.Errorf("%d of %d designs unconfirmed (first %s)", len(left), len(out), left[0].id)
+		e := fmt.Errorf("%d of %d designs unconfirmed (first %s)", len(left), total, left[0].id)
 		out = left
 		return e
 	})
