@@ -37,7 +37,7 @@ const slurmPartition = "evoqtest"
 // templateVars are the settings at the top of the batch template; the test
 // sets the ones it needs and keeps the others out of the job's environment.
 var templateVars = []string{"EVOQ", "RUN", "STORE", "SPACE", "EVAL", "PERSISTENT", "BUDGET", "INIT", "POOL", "GPUS", "SLOTS",
-	"WAIT_SLOTS", "WAIT_FOR_RUN", "PORT", "IFACE"}
+	"WAIT_SLOTS", "WAIT_FOR_RUN", "PORT", "IFACE", "NODES", "GPUS_PER_NODE", "WALLTIME", "CREDENTIAL_EXPIRY"}
 
 // The Slurm batch template under a real one-node Slurm (slurmctld, slurmd
 // and munged started by the test): two jobs in one directory, each with
@@ -116,14 +116,7 @@ func TestSlurmTemplate(t *testing.T) {
 	t.Run("a worker's exit code reaches the job", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		fake := filepath.Join(dir, "fake-evoq")
-		script := "#!/bin/bash\ncase $1 in\ncontroller)\n" +
-			"  while [ $# -gt 0 ]; do [ \"$1\" = --connect-file ] && f=$2; shift; done\n" +
-			"  echo '{\"urls\":[\"nats://127.0.0.1:1\"]}' > \"$f\"; sleep 2; echo '{\"run\":\"fake\"}'; exit 0 ;;\n" +
-			"worker) exit 4 ;;\nesac\nexit 9\n"
-		if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		fake := fakeEvoq(t, dir)
 		job, code, out := sl.sbatch(t, dir, "EVOQ="+fake)
 		if log := sl.jobLog(dir, job); code != cli.ExitQuarantined || !strings.Contains(log, "a worker exited 4") {
 			t.Fatalf("job %s: sbatch --wait exit %d (%s), want %d saying a worker exited 4; job log:\n%s", job, code, out, cli.ExitQuarantined, tail(log, 4000))
