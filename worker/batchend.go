@@ -135,7 +135,8 @@ func firstLine(s string) string {
 }
 
 // slurmTimeLayout is how squeue and scontrol print a time: in the local
-// time zone, without naming it.
+// time zone, without naming it. They run as this process's children, with
+// its TZ, so time.Local reads it back right.
 const slurmTimeLayout = "2006-01-02T15:04:05"
 
 // parseSqueue reads `squeue -h -j JOB -o "%e %l"`: the job's end and its
