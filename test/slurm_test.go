@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/template"
@@ -34,81 +36,153 @@ const slurmPartition = "evoqtest"
 
 // templateVars are the settings at the top of the batch template; the test
 // sets the ones it needs and keeps the others out of the job's environment.
-var templateVars = []string{"EVOQ", "RUN", "STORE", "SPACE", "EVAL", "BUDGET", "INIT", "POOL", "GPUS", "SLOTS", "PORT", "IFACE"}
+var templateVars = []string{"EVOQ", "RUN", "STORE", "SPACE", "EVAL", "PERSISTENT", "BUDGET", "INIT", "POOL", "GPUS", "SLOTS",
+	"WAIT_SLOTS", "WAIT_FOR_RUN", "PORT", "IFACE", "NODES", "GPUS_PER_NODE", "WALLTIME", "CREDENTIAL_EXPIRY"}
 
 // The Slurm batch template under a real one-node Slurm (slurmctld, slurmd
-// and munged started by the test): the controller and a worker started by
-// srun complete the budget and the job succeeds with the summary as the last
-// line of its files; a controller that refuses its settings fails the job
-// with its exit code. It needs root and Debian's slurm-wlm and munge
-// (.ci/run installs them).
+// and munged started by the test): two jobs in one directory, each with
+// the template's own port (any free one) and store (per run), run at once
+// and complete their budgets, exit 0, with the summary as the last line of
+// their files; their workers find the walltime from Slurm itself (squeue:
+// Debian's Slurm sets no SLURM_JOB_END_TIME), and the credentials expire
+// with the allocation. A job given RUN= of a finished run continues it to
+// a larger budget on the same store. A run whose evaluator does not exist
+// fails the job with exit 3; a controller that refuses its settings fails
+// it with 2. It needs root and Debian's slurm-wlm and munge (.ci/run
+// installs them). Every job is submitted with --oversubscribe, overriding
+// the template's --exclusive, so that jobs share the test's one node.
 func TestSlurmTemplate(t *testing.T) {
 	t.Parallel()
 	sl := startSlurm(t)
-	t.Run("run", func(t *testing.T) {
+	const budget, more = 60, 90
+	t.Run("two runs in one directory, one continued", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		const budget = 60
 		start := time.Now()
-		job, code, out := sl.sbatch(t, dir, fmt.Sprintf("BUDGET=%d", budget), "INIT=10", "POOL=5", "GPUS=none", "SLOTS=2", "IFACE=lo",
-			fmt.Sprintf("PORT=%d", freePort(t)), "STORE="+filepath.Join(dir, "store"))
-		log := sl.jobLog(dir, job)
-		if code != 0 {
-			t.Fatalf("job %s: sbatch --wait exit %d: %s\njob log:\n%s\n%s", job, code, out, tail(log, 4000), sl.logs())
+		env := []string{fmt.Sprintf("BUDGET=%d", budget), "INIT=10", "POOL=5", "GPUS=none", "SLOTS=2", "IFACE=127.0.0.1"}
+		jobs := make([]jobOut, 2)
+		var wg sync.WaitGroup
+		for i := range jobs {
+			wg.Add(1)
+			go func() { defer wg.Done(); jobs[i] = sl.submit(dir, env...) }()
 		}
-		summary := readText(t, filepath.Join(dir, "evoq-"+job+".summary"))
-		s := lastJSON(t, summary)
-		if s.Evaluations != budget || s.Run != "nas-"+job || s.Slots != 2 || s.SlotsUsed != 2 ||
-			s.Error != 0 || s.Timeout != 0 || s.Lost != 0 || s.BestFitness == nil {
-			t.Fatalf("summary %+v; want %d evaluations of run nas-%s on 2 slots, all used, no error, timeout or lost\njob log:\n%s",
-				s, budget, job, tail(log, 4000))
-		}
-		if last := lastLine(log); last != lastLine(summary) {
-			t.Errorf("the job log ends with %q, want the summary line %q", last, lastLine(summary))
-		}
-		if !strings.Contains(log, "run is done; leaving") {
-			t.Errorf("the worker started by srun did not leave by itself:\n%s", tail(log, 4000))
-		}
-		// The template runs its broker in operator mode: the workers'
-		// credential is a user JWT of the run that ends with the
-		// allocation (SLURM_JOB_END_TIME) plus the margin.
-		cf, err := broker.ReadConnectFile(filepath.Join(dir, "evoq-"+job+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cred, _ := cf.Credential()
-		uc, err := jwt.DecodeUserClaims(cred.JWT)
-		if err != nil || cred.Role != broker.RoleWorker {
-			t.Fatalf("the workers' credential: %v, role %s; want a worker JWT", err, cred.Role)
-		}
-		switch {
-		case strings.Contains(log, "expire with the allocation"):
-			if uc.Expires <= time.Now().Unix() || uc.Expires > time.Now().Add(2*time.Hour+controllerCredentialMargin).Unix() {
-				t.Errorf("the workers' credential expires %v; want the allocation's end (2 h) plus %s", time.Unix(uc.Expires, 0), controllerCredentialMargin)
+		overlap := sl.watchOverlap(dir, &wg)
+		for _, j := range jobs {
+			if j.err != nil {
+				t.Fatalf("job %s: %v\njob log:\n%s\n%s", j.job, j.err, tail(sl.jobLog(dir, j.job), 4000), sl.logs())
 			}
-		case uc.Expires != 0:
-			t.Errorf("the workers' credential expires %v with no allocation end known", time.Unix(uc.Expires, 0))
-		default:
-			// Debian's Slurm sets no SLURM_JOB_END_TIME (newer ones do), so
-			// neither the controller nor the workers know the end here.
-			t.Log("SKIPPED in part: this Slurm sets no SLURM_JOB_END_TIME, so the credential's expiry with the allocation is not checked here")
 		}
-		t.Logf("job %s: %d evaluations (%d ok) on %d slots in %.1f s of run, %s from sbatch to its end",
-			job, s.Evaluations, s.OK, s.SlotsUsed, s.WallS, time.Since(start).Round(time.Second/10))
+		if jobs[0].job == jobs[1].job {
+			t.Fatalf("two submissions got one job ID %s", jobs[0].job)
+		}
+		for _, j := range jobs {
+			sl.checkRun(t, dir, j, "nas-"+j.job, budget, start)
+		}
+		if overlap {
+			t.Logf("jobs %s and %s ran at the same time in one directory", jobs[0].job, jobs[1].job)
+		} else {
+			t.Log("SKIPPED in part: the two jobs did not run at the same time on this node; their names, ports and stores were still their own")
+		}
+		// A new job continues the first run when told its name, on its
+		// store, to a larger budget; it makes no store of its own.
+		first := "nas-" + jobs[0].job
+		j := sl.submit(dir, append(env, "RUN="+first, fmt.Sprintf("BUDGET=%d", more))...)
+		if j.err != nil {
+			t.Fatalf("job %s: %v", j.job, j.err)
+		}
+		sl.checkRun(t, dir, j, first, more, start)
+		if _, err := os.Stat(filepath.Join(dir, "evoq-store-nas-"+j.job)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("job %s given RUN=%s made a store of its own (%v)", j.job, first, err)
+		}
+	})
+	t.Run("run failed", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		job, code, out := sl.sbatch(t, dir, "BUDGET=60", "INIT=10", "POOL=5", "GPUS=none", "SLOTS=2", "IFACE=127.0.0.1",
+			"EVAL=nonexistent-prog")
+		log := sl.jobLog(dir, job)
+		if code != cli.ExitRunFailed {
+			t.Fatalf("job %s: sbatch --wait exit %d (%s), want %d: the run failed; job log:\n%s", job, code, out, cli.ExitRunFailed, tail(log, 4000))
+		}
+		if !strings.Contains(log, "evoq controller: run nas-"+job+" failed") || !strings.Contains(log, "Exited with exit code 3") {
+			t.Errorf("job %s: the log does not show the controller's and the worker's exit 3:\n%s", job, tail(log, 4000))
+		}
+	})
+	// A controller that ends its run (exit 0) while a worker exits 4 (every
+	// slot of its node quarantined) fails the job with 4: srun passes the
+	// worker's code up and the template keeps it. EVOQ is a stand-in that
+	// plays both parts, for an outcome a real run cannot be made to give
+	// on one node in seconds.
+	t.Run("a worker's exit code reaches the job", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		fake := fakeEvoq(t, dir)
+		job, code, out := sl.sbatch(t, dir, "EVOQ="+fake)
+		if log := sl.jobLog(dir, job); code != cli.ExitQuarantined || !strings.Contains(log, "a worker exited 4") {
+			t.Fatalf("job %s: sbatch --wait exit %d (%s), want %d saying a worker exited 4; job log:\n%s", job, code, out, cli.ExitQuarantined, tail(log, 4000))
+		}
 	})
 	// The template waits up to 20 s for the connect file before it starts the
 	// workers, and sbatch --wait polls ever more slowly: about 40 s.
 	t.Run("controller refuses its settings", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		job, code, out := sl.sbatch(t, dir, "BUDGET=60", "INIT=5", "POOL=10", "GPUS=none", "SLOTS=2", "IFACE=127.0.0.1",
-			fmt.Sprintf("PORT=%d", freePort(t)), "STORE="+filepath.Join(dir, "store"))
+		job, code, out := sl.sbatch(t, dir, "BUDGET=60", "INIT=5", "POOL=10", "GPUS=none", "SLOTS=2", "IFACE=127.0.0.1")
 		log := sl.jobLog(dir, job)
 		if code != 2 || !strings.Contains(log, "--pool 10: is larger than --init 5") {
 			t.Fatalf("job %s: sbatch --wait exit %d (%s), want 2 with the controller's message; job log:\n%s",
 				job, code, out, tail(log, 4000))
 		}
 	})
+}
+
+// checkRun checks a healthy job of the template: exit 0, the budget done
+// on run's own store, the summary the log's last line, the worker gone by
+// itself, and the walltime and credential expiry from Slurm.
+func (sl *slurm) checkRun(t *testing.T, dir string, j jobOut, run string, budget int, start time.Time) {
+	t.Helper()
+	log := sl.jobLog(dir, j.job)
+	if j.code != 0 {
+		t.Fatalf("job %s: sbatch --wait exit %d: %s\njob log:\n%s\n%s", j.job, j.code, j.out, tail(log, 4000), sl.logs())
+	}
+	summary := readText(t, filepath.Join(dir, "evoq-"+j.job+".summary"))
+	s := lastJSON(t, summary)
+	if s.Evaluations != budget || s.Run != run || s.Slots != 2 || s.SlotsUsed < 2 ||
+		s.Error != 0 || s.Timeout != 0 || s.Lost != 0 || s.BestFitness == nil {
+		t.Fatalf("job %s: summary %+v; want %d evaluations of run %s on 2 slots, all used (and those of an earlier job), no error, timeout or lost\njob log:\n%s",
+			j.job, s, budget, run, tail(log, 4000))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evoq-store-"+run, "evoq-trust.json")); err != nil {
+		t.Errorf("job %s: run %s's store is not evoq-store-%s: %v", j.job, run, run, err)
+	}
+	if last := lastLine(log); last != lastLine(summary) {
+		t.Errorf("job %s: the log ends with %q, want the summary line %q", j.job, last, lastLine(summary))
+	}
+	if !strings.Contains(log, "run is done; leaving") {
+		t.Errorf("job %s: the worker started by srun did not leave by itself:\n%s", j.job, tail(log, 4000))
+	}
+	// The worker's walltime and the credentials' expiry come from Slurm:
+	// squeue where the environment has no SLURM_JOB_END_TIME (Debian's
+	// 22.05), else that.
+	src := regexp.MustCompile(`msg=walltime .*from="?(squeue|SLURM_JOB_END_TIME)`).FindStringSubmatch(log)
+	if src == nil || !regexp.MustCompile(`expire with the allocation.*from="?`+src[1]).MatchString(log) {
+		t.Fatalf("job %s: the worker's walltime and the credentials' expiry do not both come from squeue or SLURM_JOB_END_TIME:\n%s", j.job, tail(log, 4000))
+	}
+	cf, err := broker.ReadConnectFile(filepath.Join(dir, "evoq-"+j.job+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, _ := cf.Credential()
+	uc, err := jwt.DecodeUserClaims(cred.JWT)
+	if err != nil || cred.Role != broker.RoleWorker {
+		t.Fatalf("job %s: the workers' credential: %v, role %s; want a worker JWT", j.job, err, cred.Role)
+	}
+	// The template asks for 2 h; the job started after start.
+	lo, hi := start.Add(2*time.Hour+controllerCredentialMargin-time.Minute), time.Now().Add(2*time.Hour+controllerCredentialMargin+time.Minute)
+	if exp := time.Unix(uc.Expires, 0); exp.Before(lo) || exp.After(hi) {
+		t.Errorf("job %s: the workers' credential expires %v; want the allocation's end (2 h) plus %s, in [%v, %v]", j.job, exp, controllerCredentialMargin, lo, hi)
+	}
+	t.Logf("job %s: %d evaluations (%d ok) of %s on %d slots in %.1f s of run; walltime from %s", j.job, s.Evaluations, s.OK, run, s.SlotsUsed, s.WallS, src[1])
 }
 
 // slurm is a one-node Slurm cluster private to a test.
@@ -316,35 +390,72 @@ func (sl *slurm) command(ctx context.Context, name string, args ...string) *exec
 	return cmd
 }
 
-// sbatch submits the template with --wait on one node in dir, with env
-// added, and returns the job ID, sbatch's exit code and its output.
+// jobOut is a job submitted with sbatch --wait: its ID, sbatch's exit
+// code (the job's) and its standard error; err when it could not be run.
+type jobOut struct {
+	job, out string
+	code     int
+	err      error
+}
+
+// sbatch submits the template in dir with env added, and returns the job
+// ID, sbatch's exit code and its output.
 func (sl *slurm) sbatch(t *testing.T, dir string, env ...string) (job string, code int, out string) {
 	t.Helper()
+	j := sl.submit(dir, env...)
+	if j.err != nil {
+		t.Fatalf("job %q: %v\njob log:\n%s\n%s", j.job, j.err, tail(sl.jobLog(dir, j.job), 4000), sl.logs())
+	}
+	return j.job, j.code, j.out
+}
+
+// submit submits the template with --wait on one node in dir, sharing the
+// node with other jobs, with env added.
+func (sl *slurm) submit(dir string, env ...string) jobOut {
 	script, err := filepath.Abs(slurmTemplate)
 	if err != nil {
-		t.Fatal(err)
+		return jobOut{err: err}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := sl.command(ctx, "sbatch", "--wait", "--parsable", "--nodes=1", "--chdir="+dir, script)
+	cmd := sl.command(ctx, "sbatch", "--wait", "--parsable", "--nodes=1", "--oversubscribe", "--chdir="+dir, script)
 	cmd.Env = append(append(append([]string(nil), sl.env...), "EVOQ="+evoqBin), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	job, _, _ = strings.Cut(strings.TrimSpace(stdout.String()), ";")
+	var j jobOut
+	j.job, _, _ = strings.Cut(strings.TrimSpace(stdout.String()), ";")
+	j.out = strings.TrimSpace(stderr.String())
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("job %q still running after 2 minutes\njob log:\n%s\n%s", job, tail(sl.jobLog(dir, job), 4000), sl.logs())
+		j.err = errors.New("still running after 4 minutes")
 	case errors.As(err, &ee):
-		code = ee.ExitCode()
+		j.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("sbatch: %v", err)
+		j.err = fmt.Errorf("sbatch: %w", err)
 	}
-	if _, err := strconv.Atoi(job); err != nil {
-		t.Fatalf("sbatch --parsable printed %q, not a job ID; exit %d, stderr:\n%s\n%s", stdout.String(), code, stderr.String(), sl.logs())
+	if _, err := strconv.Atoi(j.job); err != nil && j.err == nil {
+		j.err = fmt.Errorf("sbatch --parsable printed %q, not a job ID; exit %d, stderr:\n%s", stdout.String(), j.code, j.out)
 	}
-	return job, code, strings.TrimSpace(stderr.String())
+	return j
+}
+
+// watchOverlap waits for wg, and reports whether two jobs in dir were
+// running at once meanwhile.
+func (sl *slurm) watchOverlap(dir string, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	overlap := false
+	for {
+		select {
+		case <-done:
+			return overlap
+		case <-time.After(200 * time.Millisecond):
+		}
+		out, err := sl.command(context.Background(), "squeue", "-h", "-t", "R", "--partition="+slurmPartition, "-o", "%Z").Output()
+		overlap = overlap || (err == nil && strings.Count(string(out), dir+"\n") >= 2)
+	}
 }
 
 // jobLog is the output file of a job the template names evoq-JOB.log.

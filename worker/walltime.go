@@ -1,9 +1,7 @@
 package worker
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,28 +16,6 @@ const (
 	WalltimeMarginDefault = 30 * time.Second
 	durationsKept         = 256
 )
-
-// BatchDeadline reads the end of the batch job from the environment: Slurm's
-// SLURM_JOB_END_TIME (Unix seconds), or PBS's PBS_WALLTIME (seconds,
-// counted from start, when the job started about now). It returns the zero
-// time when neither is set; LSF exports no end time: pass --walltime there.
-func BatchDeadline(getenv func(string) string, start time.Time) (time.Time, string, error) {
-	if v := getenv("SLURM_JOB_END_TIME"); v != "" {
-		sec, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || sec <= 0 {
-			return time.Time{}, "", fmt.Errorf("SLURM_JOB_END_TIME %q is not a Unix time", v)
-		}
-		return time.Unix(sec, 0), "SLURM_JOB_END_TIME", nil
-	}
-	if v := getenv("PBS_WALLTIME"); v != "" {
-		sec, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || sec <= 0 {
-			return time.Time{}, "", fmt.Errorf("PBS_WALLTIME %q is not a number of seconds", v)
-		}
-		return start.Add(time.Duration(sec) * time.Second), "PBS_WALLTIME", nil
-	}
-	return time.Time{}, "", nil
-}
 
 // durations keeps the latest evaluation times of a worker, for the
 // typical evaluation time the walltime check uses.

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/nats-io/nats.go"
 	"github.com/sirupsen/logrus"
 )
 
@@ -68,15 +71,7 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.connectFile != "" {
-		// The admin's file: for controllers (`evoq controller --connect`).
-		cf := broker.ConnectFile{URLs: s.urls(), TLSCA: c.b.sec.caForClients()}
-		if s.embedded.AdminCredential().Seed != "" {
-			cf.SetCredential(s.embedded.AdminCredential())
-		}
-		if c.b.cfg.Trust != nil {
-			cf.Role, cf.Trust = broker.RoleAdmin, c.trust
-		}
-		if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
+		if err := c.writeAdminFile(s, log); err != nil {
 			return err
 		}
 	}
@@ -85,6 +80,84 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	log.Info("broker stopping")
 	return nil
+}
+
+// writeAdminFile writes the admin's connect file, for controllers (`evoq
+// controller --connect`). A cluster's node lists every node's client URL
+// it has learned, so that a controller given the file fails over to the
+// other nodes when this one goes: the nodes tell their clients each
+// other's URLs once their routes connect, which may be after this node
+// starts, so the file is written again each time the list grows. URLs are
+// only added: a node that is down now is one to fail over to later.
+func (c *brokerCmd) writeAdminFile(s *session, log logrus.FieldLogger) error {
+	cf := broker.ConnectFile{URLs: s.urls(), TLSCA: c.b.sec.caForClients()}
+	if s.embedded.AdminCredential().Seed != "" {
+		cf.SetCredential(s.embedded.AdminCredential())
+	}
+	if c.b.cfg.Trust != nil {
+		cf.Role, cf.Trust = broker.RoleAdmin, c.trust
+	}
+	if !c.cl.clustered() {
+		return broker.WriteConnectFile(c.connectFile, cf)
+	}
+	var (
+		mu      sync.Mutex
+		written bool
+	)
+	write := func(nc *nats.Conn) error {
+		mu.Lock()
+		defer mu.Unlock()
+		urls := addURLs(cf.URLs, nc.DiscoveredServers())
+		if written && len(urls) == len(cf.URLs) {
+			return nil
+		}
+		cf.URLs, written = urls, true
+		if err := broker.WriteConnectFile(c.connectFile, cf); err != nil {
+			return err
+		}
+		log.WithFields(logrus.Fields{"file": c.connectFile, "urls": len(urls)}).Info("admin connect file written with the cluster's client URLs known so far")
+		return nil
+	}
+	s.nc.SetDiscoveredServersHandler(func(nc *nats.Conn) {
+		if err := write(nc); err != nil {
+			log.WithError(err).Warn("the admin connect file could not be written again with the cluster's new client URLs")
+		}
+	})
+	return write(s.nc)
+}
+
+// addURLs adds to own the URLs of other nodes not among them, with own's
+// scheme: the nodes announce host:port only.
+func addURLs(own, others []string) []string {
+	scheme := "nats://"
+	if len(own) > 0 {
+		if i := strings.Index(own[0], "://"); i >= 0 {
+			scheme = own[0][:i+3]
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range own {
+		seen[hostPort(u)] = true
+	}
+	out := slices.Clone(own)
+	for _, u := range others {
+		if hp := hostPort(u); !seen[hp] {
+			seen[hp] = true
+			out = append(out, scheme+hp)
+		}
+	}
+	return out
+}
+
+// hostPort is a URL without its scheme and user info.
+func hostPort(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.LastIndex(u, "@"); i >= 0 {
+		u = u[i+1:]
+	}
+	return u
 }
 
 // useTrust puts the broker in operator mode with the trust root --trust

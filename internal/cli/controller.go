@@ -61,7 +61,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
 	fs.IntVar(&c.replicas, "replicas", 1, "copies of the streams and buckets on a broker cluster (--nats with every node's URL): 1, 3 or 5, at most the cluster's size")
-	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start (0: at the batch allocation's end plus 15 min, from SLURM_JOB_END_TIME or PBS_WALLTIME, else never; revoke them with 'evoq run revoke')")
+	fs.DurationVar(&c.credentialTTL, "credential-expiry", 0, "in operator mode (--trust, or an admin's connect file naming a trust root): the worker and reader credentials of --connect-file expire this long after the start (0: at the batch allocation's end plus 15 min, from SLURM_JOB_END_TIME or PBS_WALLTIME, else from squeue, scontrol, qstat or bjobs, else never; revoke them with 'evoq run revoke')")
 	fs.StringVar(&c.trustPath, "trust", "", "operator mode: the trust root (evoq broker init; made here if absent) with which the controller makes its run's account and its workers' JWT credentials, on the embedded broker or, with --nats, a broker cluster")
 }
 
@@ -81,7 +81,7 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.config(fs, log)
+	cfg, err := c.config(ctx, fs, log)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (c *controllerCmd) writeConnectFile(ctx context.Context, s *session, run st
 	return nil
 }
 
-func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
+func (c *controllerCmd) config(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) (controller.Config, error) {
 	// Before anything connects, or makes a trust root.
 	if err := checkRunID("run", c.s.run); err != nil {
 		return controller.Config{}, err
@@ -350,12 +350,7 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 		c.b.sec.expires = time.Now().Add(c.credentialTTL)
 	}
 	if c.credentialTTL == 0 && c.b.sec.trust != nil {
-		// Inside a batch allocation the credentials need not outlive it.
-		if end, src, err := worker.BatchDeadline(os.Getenv, time.Now()); err == nil && !end.IsZero() {
-			c.b.sec.expires = end.Add(CredentialMargin)
-			log.WithFields(logrus.Fields{"expires": c.b.sec.expires.Format(time.RFC3339), "from": src, "margin": CredentialMargin}).
-				Info("worker and reader credentials expire with the allocation")
-		}
+		c.b.sec.expires = allocationExpiry(ctx, log)
 	}
 	if c.waitSlots < 0 {
 		return controller.Config{}, usageErr("--wait-slots %d: must be >= 0", c.waitSlots)
@@ -371,6 +366,25 @@ func (c *controllerCmd) config(fs *flag.FlagSet, log logrus.FieldLogger) (contro
 	cfg.WaitSlots = c.waitSlots
 	cfg.Replicas = c.replicas
 	return cfg, err
+}
+
+// allocationExpiry is when the worker and reader credentials of a batch
+// job's run expire: inside an allocation they need not outlive it. The end
+// is found as the workers find their walltime, so the two agree; the zero
+// time (never) outside an allocation, or when the batch system did not say.
+func allocationExpiry(ctx context.Context, log logrus.FieldLogger) time.Time {
+	end, src, err := worker.BatchDeadline(ctx, os.Getenv, time.Now())
+	if err != nil {
+		log.WithError(err).Warn("the worker and reader credentials do not expire; give --credential-expiry (a little over the job's time limit)")
+		return time.Time{}
+	}
+	if end.IsZero() {
+		return time.Time{}
+	}
+	expires := end.Add(CredentialMargin)
+	log.WithFields(logrus.Fields{"expires": expires.Format(time.RFC3339), "from": src, "margin": CredentialMargin}).
+		Info("worker and reader credentials expire with the allocation")
+	return expires
 }
 
 // LingerForWorkers bounds how long a controller with the embedded broker

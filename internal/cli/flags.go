@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -658,8 +659,10 @@ func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, er
 }
 
 // resolveDeadline sets the worker's deadline from --walltime or the batch
-// system's environment.
-func (w *workerFlags) resolveDeadline(log logrus.FieldLogger) error {
+// system (its environment, else its commands). A batch system that does
+// not answer is a warning: the worker runs without a walltime, as it did
+// before, and the warning says what to give.
+func (w *workerFlags) resolveDeadline(ctx context.Context, log logrus.FieldLogger) error {
 	if w.walltime < 0 || w.minEval < 0 || w.walltimeMargin <= 0 {
 		return usageErr("--walltime, --min-eval-time and --walltime-margin must not be negative (margin > 0)")
 	}
@@ -669,7 +672,12 @@ func (w *workerFlags) resolveDeadline(log logrus.FieldLogger) error {
 		w.deadline = now.Add(w.walltime)
 	} else {
 		var err error
-		if w.deadline, src, err = worker.BatchDeadline(os.Getenv, now); err != nil {
+		w.deadline, src, err = worker.BatchDeadline(ctx, os.Getenv, now)
+		switch {
+		case errors.Is(err, worker.ErrBatchLookup):
+			log.WithError(err).Warn("walltime: running without one, so the batch system may kill evaluations at the job's end; give --walltime (a little under the job's time limit)")
+			return nil
+		case err != nil:
 			return usageErr("%v", err)
 		}
 	}

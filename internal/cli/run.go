@@ -63,7 +63,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err := c.validate(ctx, fs, log); err != nil {
 		return err
 	}
-	cfg, err := c.config(fs, log)
+	cfg, err := c.config(ctx, fs, log)
 	if err != nil {
 		return err
 	}

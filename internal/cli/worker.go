@@ -88,7 +88,7 @@ func (c *workerCmd) Run(ctx context.Context, args []string) error {
 	if err := c.w.resolveGPUs(ctx, log); err != nil {
 		return err
 	}
-	if err := c.w.resolveDeadline(log); err != nil {
+	if err := c.w.resolveDeadline(ctx, log); err != nil {
 		return err
 	}
 	return c.serve(ctx, log)
