@@ -27,8 +27,8 @@ const (
 	// crossover of two tournament winners, and each is then mutated in one
 	// parameter. Measured against the one-parameter mutation alone (the
 	// operator before these were kept, still that of runs recorded then)
-	// on zdt1, zdt2, the built-in mlp task and examples/pytorch: the
-	// README's "Several objectives" has the figures.
+	// on zdt1, zdt2, the built-in mlp task and examples/pytorch:
+	// docs/BENCHMARKS.md has the figures.
 	CrossoverDefault    = 0.9
 	MutationRateDefault = 0.0
 	SeedDefault         = 1
