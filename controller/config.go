@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -164,6 +165,21 @@ type Config struct {
 	// ExpectSlots and WaitSlots: a run that expects many slots hears from
 	// more of them before it gives up. FailFastOff turns the check off.
 	FailFast int
+	// Target ends the run once its best fitness reaches it: the designs
+	// in flight finish, no others start. Defaults to none (nil).
+	Target *float64
+	// Plateau ends the run the same way once that many counted results in
+	// a row did not improve its best. Defaults to none (0).
+	Plateau int
+	// TimeBudget ends the run that long after it first started: no design
+	// starts that the evaluation times measured so far say cannot finish
+	// before then, and at the end the designs in flight finish and the run
+	// stops. Its end is recorded with the run, so a restart keeps it.
+	// Defaults to none (0).
+	TimeBudget time.Duration
+	// Deadline is the time budget's end: set from the run's record, or
+	// from the clock when a time budget starts. Not to be set by callers.
+	Deadline time.Time
 	// JoinGrace is how long after the run goes live the slots it expects
 	// (ExpectSlots, WaitSlots) have to join before failures from one host
 	// alone may fail the run (see FailFast): until then a node that fails
@@ -326,6 +342,9 @@ func (c Config) ValidateGiven() error {
 			"oldest ages the pool by fitness alone; a pool of several objectives or constraints keeps the best by domination rank: leave --replace out", []string{"Objectives"}},
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
 		check{c.Budget < 0, "Budget", c.Budget, "need at least 1", nil},
+		check{c.Target != nil && (math.IsNaN(*c.Target) || math.IsInf(*c.Target, 0)), "Target", derefF(c.Target), "want a finite fitness", nil},
+		check{c.Plateau < 0, "Plateau", c.Plateau, "need at least 1 result", nil},
+		check{c.TimeBudget < 0, "TimeBudget", c.TimeBudget, "want a positive duration", nil},
 		check{c.Init < 0, "Init", c.Init, "need at least 1", nil},
 		check{c.Pool < 0, "Pool", c.Pool, "need at least 1", nil},
 		check{c.Tournament < 0, "Tournament", c.Tournament, "need at least 1", nil},
@@ -420,6 +439,8 @@ func (c Config) Fields() logrus.Fields {
 		"error_retries": deref(c.ErrorRetries), "quarantine_after": deref(c.QuarantineAfter),
 		"early_stop": runstate.EarlyStopText(c.EarlyStop), "checkpoints": runstate.CheckpointText(c.Checkpoints.record()),
 		"objectives": c.Objectives.String(), "variation": runstate.VariationText(c.variation()),
+		"target": runstate.TargetText(c.Target), "plateau": runstate.PlateauText(c.Plateau), "time_budget": c.TimeBudget,
+		"deadline": deadlineText(c.Deadline),
 	}
 }
 

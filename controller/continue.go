@@ -46,6 +46,16 @@ import (
 //     (its worker's slots) is then in the worker's own hands.
 //
 //   - HVRef only says where the hypervolume is measured from.
+//   - Target and Plateau say when the run ends, not what a result is or
+//     which designs the pool keeps. A user who finds a run ended too soon
+//     (a plateau of 50 on a noisy fitness) continues it with a larger
+//     one. The new value is recorded and judges the whole stream, for the
+//     controller and `evoq replay` alike.
+//   - TimeBudget: a restart that leaves it out, or gives the recorded
+//     one while its deadline is ahead, keeps the recorded deadline (a
+//     controller restarted within its allocation). Any other given value
+//     starts a new time budget from now, as a job continuing the run in a
+//     new allocation wants; the new deadline is recorded as a change.
 //
 // Everything the fold or the design generator reads (Space, Seed, Init,
 // Pool, Replace, Tournament, Seeds, ErrorRetries, EarlyStop, Objectives,
@@ -142,6 +152,7 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 		return cfg, nil, err
 	}
 	continueQuarantine(rec, &cfg, k, now)
+	continueStopRule(rec, &cfg, k, now)
 	if err := continueBudget(rec, &cfg, k, now); err != nil {
 		return cfg, nil, err
 	}
@@ -368,6 +379,9 @@ func resolve(rec *schema.Run, cfg Config, now func() time.Time) (Config, *Contin
 	if err := cfg.Validate(); err != nil {
 		return cfg, nil, err
 	}
+	if cfg.TimeBudget > 0 && cfg.Deadline.IsZero() {
+		cfg.Deadline = now().Add(cfg.TimeBudget)
+	}
 	return cfg.withDefaults(), k, nil
 }
 
@@ -525,4 +539,44 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 		}
 	}
 	return nil
+}
+
+// continueStopRule takes Target, Plateau and the time budget from the
+// record unless given; a given value that differs is a change.
+func continueStopRule(rec *schema.Run, cfg *Config, k *Continuation, now time.Time) {
+	switch {
+	case cfg.Target == nil:
+		cfg.Target = rec.Target
+		if rec.Target != nil {
+			k.Taken = append(k.Taken, "target="+runstate.TargetText(rec.Target))
+		}
+	case rec.Target == nil || *cfg.Target != *rec.Target:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "target", From: runstate.TargetText(rec.Target), To: runstate.TargetText(cfg.Target)})
+	}
+	switch {
+	case cfg.Plateau == 0:
+		cfg.Plateau = rec.Plateau
+		if rec.Plateau > 0 {
+			k.Taken = append(k.Taken, fmt.Sprintf("plateau=%d", rec.Plateau))
+		}
+	case cfg.Plateau != rec.Plateau:
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "plateau", From: runstate.PlateauText(rec.Plateau), To: runstate.PlateauText(cfg.Plateau)})
+	}
+	switch {
+	case cfg.TimeBudget == 0 || (cfg.TimeBudget == rec.TimeBudget && now.Before(rec.Deadline)):
+		cfg.TimeBudget, cfg.Deadline = rec.TimeBudget, rec.Deadline
+		if rec.TimeBudget > 0 {
+			k.Taken = append(k.Taken, "time_budget="+rec.TimeBudget.String(), "deadline="+rec.Deadline.UTC().Format(time.RFC3339))
+		}
+	default:
+		cfg.Deadline = now.Add(cfg.TimeBudget)
+		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "deadline", From: deadlineText(rec.Deadline), To: deadlineText(cfg.Deadline)})
+	}
+}
+
+func deadlineText(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
 }

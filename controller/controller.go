@@ -63,6 +63,9 @@ type Controller struct {
 	failFrom uint64
 	madeUp   int // designs of the budget made up for failed starts
 	failure  *schema.Failure
+	// stopping is why the run is ending, once new designs stopped, and
+	// stopReason why it ended, once it has (see ending).
+	stopping, stopReason schema.StopReason
 
 	results chan resultMsg
 	// The consumer of the results stream (see ResultsStall).
@@ -178,6 +181,7 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 			return nil, err
 		}
 		if err := c.loop(ctx); err != nil {
+			c.recordInterrupted(ctx)
 			return nil, err
 		}
 	}
@@ -331,6 +335,7 @@ func (c *Controller) declareRun(ctx context.Context) error {
 // fail-fast check.
 func (c *Controller) initState() {
 	c.fold = runstate.NewFoldFor(runstate.NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace, c.cfg.Objectives, c.cfg.HVRef)
+	c.fold.SetStopRule(runstate.StopRule{Target: c.cfg.Target, Plateau: c.cfg.Plateau})
 	c.failFast = runstate.NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 
@@ -384,6 +389,8 @@ func (c *Controller) setPhase(ctx context.Context, p schema.Phase) error {
 		EarlyStop: c.cfg.EarlyStop, Checkpoints: c.cfg.Checkpoints.record(),
 		Objectives: objs, Constraints: cons, HVRef: c.cfg.HVRef, Variation: c.cfg.variation(),
 		Evaluator: c.cfg.Evaluator, Warnings: c.warnings, Created: c.created, Updated: now,
+		Target: c.cfg.Target, Plateau: c.cfg.Plateau, TimeBudget: c.cfg.TimeBudget, Deadline: c.cfg.Deadline,
+		StopReason: c.stopReason,
 	})
 	if err != nil {
 		return err

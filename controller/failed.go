@@ -81,6 +81,7 @@ func (c *Controller) fail(ctx context.Context) error {
 	f := c.failure
 	c.log.WithFields(logrus.Fields{"attempts": f.Attempts, "stream_seq": f.StreamSeq, "error": f.Error,
 		"with_this_error": f.Count}).Error("the run's first evaluations all failed; stopping the run")
+	c.stopReason = schema.StopFailed
 	if err := c.setPhase(ctx, schema.PhaseFailed); err != nil {
 		return fmt.Errorf("record the run as failed: %w", err)
 	}

@@ -163,14 +163,20 @@ func (c *Controller) logResult(r *schema.Result) {
 		"origin": r.Design.Origin}).Debug("result")
 }
 
-// loop runs until the budget is spent or the run fails (see FailFast).
+// loop runs until the budget is spent, the stop rule or the time budget
+// ends the run and the designs in flight are done (see ending), or the
+// run fails (see FailFast).
 func (c *Controller) loop(ctx context.Context) error {
 	tick := time.NewTicker(min(time.Second, c.cfg.Progress))
 	defer tick.Stop()
 	// Starts the no-slot clock with the ticker (unless the wait for slots
 	// started it), so that the alarm's ticks fall on its period.
 	c.warnNoSlot(ctx, c.cfg.Now())
-	for c.fold.Terminal() < c.cfg.Budget && c.failure == nil {
+	for c.failure == nil {
+		if r := c.ending(); r == schema.StopBudget || (r != "" && c.InFlight() == 0) {
+			c.stopReason = r
+			break
+		}
 		if err := c.topUp(ctx); err != nil {
 			return err
 		}
@@ -292,6 +298,13 @@ func (c *Controller) topUp(ctx context.Context) error {
 		return err
 	}
 	c.skipCounted()
+	if r := c.ending(); r != "" {
+		if c.phase != schema.PhaseDraining {
+			c.log.WithFields(logrus.Fields{"in_flight": c.InFlight(), "stop_reason": r}).Info("the run ends: no new designs; draining")
+			return c.setPhase(ctx, schema.PhaseDraining)
+		}
+		return nil
+	}
 	// The seqs above published still to publish are those without a
 	// counted result; a retried failure above published (a result stored
 	// ahead of its design) is skipped too, so the batch also stops at the

@@ -16,7 +16,7 @@ func (c *Controller) Summary() *runstate.Summary {
 	}
 	f, st := c.fold, c.fold.Stats()
 	s := &runstate.Summary{
-		Run: c.cfg.Run, Evaluations: f.Terminal(),
+		Run: c.cfg.Run, Evaluations: f.Terminal(), StopReason: c.stopReason,
 		OK: f.Count(schema.StatusOK), Infeasible: f.Count(schema.StatusInfeasible),
 		Error: f.Count(schema.StatusError), Timeout: f.Count(schema.StatusTimeout), Lost: f.Count(schema.StatusLost),
 		Stopped:  f.Count(schema.StatusStopped),

@@ -25,6 +25,7 @@ type Fold struct {
 	unmeasured int
 	hv         *hvTrack
 	figures    *Figures
+	stop       stopTrack
 }
 
 // NewFold returns an empty fold that counts the results t counts; t is
@@ -67,15 +68,23 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 	f.counts[r.Status]++
 	f.maxSeq = max(f.maxSeq, r.Design.Seq)
 	f.stats.Add(r)
+	improved := f.add(r)
+	f.stop.observe(improved, f.best, f.Terminal())
+	return v
+}
+
+// add puts the counted result r in the pool when it is ok and measured,
+// and reports whether it is a better best.
+func (f *Fold) add(r *schema.Result) bool {
 	if r.Status != schema.StatusOK {
-		return v
+		return false
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
 	if f.pool.Ranked() {
 		p, err := f.obj.Measure(r.Fitness, r.Metrics)
 		if err != nil {
 			f.unmeasured++
-			return v
+			return false
 		}
 		m.Point = p
 		f.hv.seen(p)
@@ -84,14 +93,30 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 	if f.hv != nil {
 		f.hv.update(f.pool)
 	}
-	if f.best == nil || m.Fitness > f.best.Fitness {
-		f.best = &m
-	}
 	if r.Design.Origin == schema.OriginRandom && (f.bestRand == nil || m.Fitness > f.bestRand.Fitness) {
 		f.bestRand = &m
 	}
-	return v
+	if f.best == nil || m.Fitness > f.best.Fitness {
+		f.best = &m
+		return true
+	}
+	return false
 }
+
+// SetStopRule sets the rule that ends the run before its budget (see
+// StopRule). Set it before the first Apply: it judges every result.
+func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
+
+// StopRule is the fold's stop rule.
+func (f *Fold) StopRule() StopRule { return f.stop.rule }
+
+// Stop is why the stop rule ended the run, and the counted results when
+// it did; "" while it has not.
+func (f *Fold) Stop() (schema.StopReason, int) { return f.stop.reason, f.stop.at }
+
+// SinceBest is the number of counted results since the best last
+// improved (since the first, while there is no best).
+func (f *Fold) SinceBest() int { return f.stop.sinceBest }
 
 // Objectives are the fold's objectives.
 func (f *Fold) Objectives() Objectives { return f.obj }

@@ -3,6 +3,7 @@ package runstate
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/evoq/evoq/schema"
 )
@@ -95,6 +96,15 @@ func RecordSettings(rec *schema.Run) []string {
 	out = append(out, fmt.Sprintf("error_retries=%d", r.ErrorRetries), fmt.Sprintf("quarantine_after=%d", r.QuarantineAfter))
 	if rec.SeedsFrom != "" {
 		out = append(out, fmt.Sprintf("from_run=%s", rec.SeedsFrom))
+	}
+	if rec.Target != nil {
+		out = append(out, "target="+TargetText(rec.Target))
+	}
+	if rec.Plateau > 0 {
+		out = append(out, fmt.Sprintf("plateau=%d", rec.Plateau))
+	}
+	if rec.TimeBudget > 0 {
+		out = append(out, "time_budget="+rec.TimeBudget.String(), "deadline="+rec.Deadline.UTC().Format(time.RFC3339))
 	}
 	if rec.EarlyStop != nil {
 		out = append(out, "early_stop="+strings.ReplaceAll(EarlyStopText(rec.EarlyStop), " ", ","))

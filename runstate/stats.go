@@ -19,6 +19,7 @@ type Stats struct {
 	next        int
 	slotsUsed   map[slotKey]*slotSpan
 	gaps        histogram
+	durations   histogram // each counted evaluation's, start to stop
 }
 
 // slotSpan is a slot's life as its results show it: its first design's
@@ -58,6 +59,7 @@ func (s *Stats) Add(r *schema.Result) {
 		s.lastStart = r.Start
 	}
 	s.busy += r.Stop.Sub(r.Start)
+	s.durations.add(r.Stop.Sub(r.Start))
 	k := slotKey{r.Worker, r.Slot}
 	switch sp := s.slotsUsed[k]; {
 	case sp == nil:
@@ -188,6 +190,10 @@ func (s *Stats) MaxSlots() int {
 // GapQuantile is the q-quantile of the time from storing one result to
 // starting the next design on the same slot.
 func (s *Stats) GapQuantile(q float64) time.Duration { return s.gaps.quantile(q) }
+
+// DurationQuantile is the q-quantile of the counted evaluations' durations
+// (to the histogram's 2%), or 0 before any.
+func (s *Stats) DurationQuantile(q float64) time.Duration { return s.durations.quantile(q) }
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {

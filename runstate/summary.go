@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/pareto"
+	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -27,13 +28,16 @@ func Summarize(g *Rungs) *EarlyStopSummary {
 // Summary is the outcome of a run; its JSON form is what `evoq run --json`
 // prints last.
 type Summary struct {
-	Run         string `json:"run"`
-	Evaluations int    `json:"evaluations"` // designs with a terminal result
-	OK          int    `json:"ok"`
-	Infeasible  int    `json:"infeasible"`
-	Error       int    `json:"error"`
-	Timeout     int    `json:"timeout"`
-	Lost        int    `json:"lost"`
+	Run string `json:"run"`
+	// StopReason is why the run ended: budget, target, plateau, time,
+	// failed or interrupted; "" while it runs.
+	StopReason  schema.StopReason `json:"stop_reason"`
+	Evaluations int               `json:"evaluations"` // designs with a terminal result
+	OK          int               `json:"ok"`
+	Infeasible  int               `json:"infeasible"`
+	Error       int               `json:"error"`
+	Timeout     int               `json:"timeout"`
+	Lost        int               `json:"lost"`
 	// Stopped is the number of designs the early-stopping rule stopped.
 	Stopped int `json:"stopped"`
 	// Retried is the number of failed attempts retried instead of
@@ -210,7 +214,7 @@ func (s *Summary) Fields() logrus.Fields {
 		"error": s.Error, "timeout": s.Timeout, "lost": s.Lost, "retried": s.Retried, "wall_s": s.WallS,
 		"wait_first_slot_s": s.WaitFirstSlotS, "evals_per_s": s.EvalsPerS, "slots": s.Slots, "slots_used": s.SlotsUsed,
 		"util_steady": s.UtilSteady, "idle_before_first": s.IdleBeforeFirst, "gap_p50_ms": s.GapP50Ms, "gap_p99_ms": s.GapP99Ms,
-		"pool_digest": s.PoolDigest}
+		"pool_digest": s.PoolDigest, "stop_reason": s.StopReason}
 	if s.BestFitness != nil {
 		f["best_fitness"] = *s.BestFitness
 	}

@@ -331,9 +331,23 @@ type Run struct {
 	// worker whose evaluator differs from the run's, and the like. They
 	// decide nothing; they are kept so that status shows them after the
 	// run, and a restart keeps them.
-	Warnings []string  `msgpack:"warnings,omitempty" json:"warnings,omitempty"`
-	Created  time.Time `msgpack:"created" json:"created"`
-	Updated  time.Time `msgpack:"updated" json:"updated"`
+	Warnings []string `msgpack:"warnings,omitempty" json:"warnings,omitempty"`
+	// Target and Plateau end the run early, from its results alone: when
+	// the best fitness reaches Target, or when Plateau counted results in
+	// a row did not improve it. nil and 0: not set, as in runs recorded
+	// before they existed.
+	Target  *float64 `msgpack:"target,omitempty" json:"target,omitempty"`
+	Plateau int      `msgpack:"plateau,omitempty" json:"plateau,omitempty"`
+	// TimeBudget is the run's time limit, and Deadline its end: set once,
+	// when the run is first started with a time budget, so that a restart
+	// keeps the same end. Zero: none.
+	TimeBudget time.Duration `msgpack:"time_budget_ns,omitempty" json:"time_budget_ns,omitempty"`
+	Deadline   time.Time     `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
+	// StopReason is why the run ended (see StopReason), set by the
+	// controller that ended it; "" while it runs.
+	StopReason StopReason `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
+	Created    time.Time  `msgpack:"created" json:"created"`
+	Updated    time.Time  `msgpack:"updated" json:"updated"`
 }
 
 // Failure is the fail-fast check's verdict on a run whose first attempts
@@ -364,6 +378,19 @@ type Control struct {
 	Reason string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
 	Sent   time.Time `msgpack:"sent" json:"sent"`
 }
+
+// StopReason is why a run ended.
+type StopReason string
+
+// The reasons a run ends.
+const (
+	StopBudget      StopReason = "budget"      // every design of the budget has a terminal result
+	StopTarget      StopReason = "target"      // the best fitness reached the run's target
+	StopPlateau     StopReason = "plateau"     // the best did not improve in the run's plateau of results
+	StopTime        StopReason = "time"        // the run's time budget is spent
+	StopFailed      StopReason = "failed"      // its first evaluations all failed
+	StopInterrupted StopReason = "interrupted" // its controller was stopped before the end
+)
 
 // Change is one setting of a run changed by a restarted controller.
 type Change struct {

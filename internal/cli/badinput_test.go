@@ -83,6 +83,13 @@ func TestBadInputNamedBeforeStart(t *testing.T) {
 			return []string{"broker", "--dir", dir, "--listen", "127.0.0.1:0", "--cluster-name", "c", "--server-name", "n1",
 				"--cluster-listen", "notahost.invalid:6222", "--routes", "nats-route://127.0.0.1:6222"}
 		}, []string{`--cluster-listen "notahost.invalid:6222": host notahost.invalid: `}},
+		{"controller plateau 0", func(string) []string { return []string{"controller", "--nats", noBroker, "--plateau", "0"} },
+			[]string{"--plateau 0: want at least 1 result"}},
+		{"controller target NaN", func(string) []string { return []string{"controller", "--nats", noBroker, "--target", "NaN"} },
+			[]string{"--target NaN: want a finite fitness"}},
+		{"run time budget 0", func(dir string) []string {
+			return []string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--time-budget", "0s"}
+		}, []string{"--time-budget 0s: want a positive duration"}},
 		{"run unknown listen host", func(dir string) []string {
 			return []string{"run", "--dir", dir, "--listen", "notahost.invalid:4222"}
 		}, []string{`--listen "notahost.invalid:4222": host notahost.invalid`}},

@@ -175,6 +175,9 @@ type searchFlags struct {
 	objectives, hvRef               string
 	constraints                     repeated
 	crossover, mutationRate         float64
+	target                          float64
+	plateau                         int
+	timeBudget                      time.Duration
 }
 
 // repeated is a flag that may be given several times.
@@ -214,6 +217,9 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
 	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
 	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
+	fs.Float64Var(&s.target, "target", 0, "end the run once its best fitness reaches this: designs in flight finish, no new ones start (default: none; recorded with the run)")
+	fs.IntVar(&s.plateau, "plateau", 0, "end the run once this many results in a row did not improve its best (default: none; recorded with the run)")
+	fs.DurationVar(&s.timeBudget, "time-budget", 0, "end the run this long after it first started, such as 1h30m: no design starts that the measured evaluation times say cannot finish by then (default: none; the end is recorded with the run, so a restart keeps it)")
 	fs.StringVar(&s.keepCheckpoints, "keep-checkpoints", controller.KeepDefault, "checkpoints kept after the run: best, pool or all (during the run each lives while its design is in the pool or the parent of a design in flight)")
 }
 
@@ -373,6 +379,24 @@ func (s *searchFlags) config(fs *flag.FlagSet, log logrus.FieldLogger) (controll
 	}
 	if given("error-retries") {
 		cfg.ErrorRetries = new(s.errorRetries)
+	}
+	if given("target") {
+		if math.IsNaN(s.target) || math.IsInf(s.target, 0) {
+			return cfg, usageErr("--target %v: want a finite fitness", s.target)
+		}
+		cfg.Target = new(s.target)
+	}
+	if given("plateau") {
+		if s.plateau < 1 {
+			return cfg, usageErr("--plateau %d: want at least 1 result", s.plateau)
+		}
+		cfg.Plateau = s.plateau
+	}
+	if given("time-budget") {
+		if s.timeBudget <= 0 {
+			return cfg, usageErr("--time-budget %s: want a positive duration, such as 2h", s.timeBudget)
+		}
+		cfg.TimeBudget = s.timeBudget
 	}
 	if given("quarantine-after") {
 		cfg.QuarantineAfter = new(s.quarantineAfter)

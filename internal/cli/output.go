@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/evoq/evoq/runstate"
+	"github.com/evoq/evoq/schema"
 )
 
 // printSummary writes the run's outcome for a person, and with jsonOut the
@@ -28,6 +29,11 @@ func printSummary(w io.Writer, s *runstate.Summary, jsonOut bool) error {
 		s.Run, s.Evaluations, s.OK, s.Infeasible, s.Error, s.Timeout, s.Lost, stopped, s.WallS, s.EvalsPerS, waited)
 	fmt.Fprintf(w, "slots: %d live, %d used; steady-state utilization %.3f; gap between designs on a slot p50 %.2f ms, p99 %.2f ms\n",
 		s.Slots, s.SlotsUsed, s.UtilSteady, s.GapP50Ms, s.GapP99Ms)
+	if s.StopReason != "" && s.StopReason != schema.StopBudget {
+		// Only for a run that ended before its budget: the line of a run
+		// that spent it is what scripts and the README quote.
+		fmt.Fprintf(w, "ended before its budget: stop reason %s\n", s.StopReason)
+	}
 	if s.BestRandomFitness != nil {
 		fmt.Fprintf(w, "best of the random initial designs: %.4f\n", *s.BestRandomFitness)
 	}

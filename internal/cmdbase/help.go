@@ -20,7 +20,7 @@ var FlagGroups = []struct {
 	Heading string
 	Flags   []string
 }{
-	{"Search", []string{"config", "run", "budget", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
+	{"Search", []string{"config", "run", "budget", "time-budget", "target", "plateau", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
 	{"Objectives and variation", []string{"objectives", "constraint", "hv-ref", "crossover", "mutation-rate"}},
 	{"Early stopping", []string{"early-stop", "min-step", "max-step", "max-step-gene", "eta", "stop-grace"}},
 	{"Checkpoints and inheritance", []string{"inherit", "checkpoint-dir", "max-checkpoint", "keep-checkpoints", "checkpoint-mount"}},

@@ -81,6 +81,12 @@ type replayReport struct {
 	// when failed.
 	FailFast string          `json:"fail_fast"`
 	Failure  *schema.Failure `json:"failure,omitempty"`
+	// StopRule is the run's target and plateau rule; StopReason what it
+	// decided from the results (target or plateau), StopAt after how many
+	// counted results; "" while it has not ended the run.
+	StopRule   string            `json:"stop_rule,omitempty"`
+	StopReason schema.StopReason `json:"stop_reason,omitempty"`
+	StopAt     int               `json:"stop_at,omitempty"`
 	// EarlyStop is what the run's early-stopping rule decided, rebuilt
 	// from its reports stream (the whole stream: --until bounds results);
 	// nil for a run without a rule.
@@ -132,6 +138,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 	rep := &replayReport{Run: ri.ID, Phase: ri.Phase, Budget: ri.Budget, UntilSeq: untilSeq, UntilTime: untilTime,
 		Counts: map[string]int{}, fold: runstate.NewFoldFor(runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run)), c.init, c.pool, replace, obj, ref),
 		check: failFastOf(ri.Run), space: space}
+	rep.fold.SetStopRule(runstate.StopRuleOf(ri.Run))
 	if ri.Run != nil {
 		rep.recorded = ri.Run.Failure
 	}
@@ -284,6 +291,10 @@ func (rep *replayReport) finish() {
 		}
 	}
 	rep.Pareto = runstate.ParetoOf(f, rep.space)
+	if r := f.StopRule(); r.On() {
+		rep.StopRule = runstate.StopRuleText(r)
+		rep.StopReason, rep.StopAt = f.Stop()
+	}
 	members := append([]runstate.Member(nil), f.Pool().Members()...)
 	sort.SliceStable(members, func(i, j int) bool { return members[i].Fitness > members[j].Fitness })
 	for _, m := range members {
@@ -389,6 +400,13 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 			f.StreamSeq, f.Attempts, f.Count, f.Error)
 	} else {
 		fmt.Fprintf(w, "fail-fast: %s\n", rep.FailFast)
+	}
+	if rep.StopRule != "" {
+		verdict := "not met"
+		if rep.StopReason != "" {
+			verdict = fmt.Sprintf("%s, after %d counted results", rep.StopReason, rep.StopAt)
+		}
+		fmt.Fprintf(w, "stop rule (%s): %s\n", rep.StopRule, verdict)
 	}
 	if e := rep.EarlyStop; e != nil {
 		fmt.Fprintf(w, "early stopping: %s; %d reports, %d stops, rungs digest %s\n", e.Rule, e.Reports, e.Stops, e.Digest)

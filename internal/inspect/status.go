@@ -61,6 +61,10 @@ type runStatus struct {
 	EarlyStop *schema.EarlyStop `json:"early_stop,omitempty"`
 	// Failure says why the controller failed the run (phase failed).
 	Failure *schema.Failure `json:"failure,omitempty"`
+	// StopReason is why the run ended, as its controller recorded it
+	// (budget, target, plateau, time, failed, interrupted); "" while it
+	// runs.
+	StopReason schema.StopReason `json:"stop_reason,omitempty"`
 	// Checkpoints is the run's checkpoint store now; nil for a run that
 	// keeps none.
 	Checkpoints *checkpointStatus `json:"checkpoints,omitempty"`
@@ -218,7 +222,7 @@ func collectStatus(ctx context.Context, r *history.Reader, ri history.RunInfo, f
 	st.take(fig)
 	if ri.Run != nil {
 		st.Settings, st.Changes, st.Failure = runstate.RecordSettings(ri.Run), ri.Run.Changes, ri.Run.Failure
-		st.EarlyStop = ri.Run.EarlyStop
+		st.EarlyStop, st.StopReason = ri.Run.EarlyStop, ri.Run.StopReason
 		st.Warnings = append(st.Warnings, ri.Run.Warnings...)
 	}
 	if ri.Run != nil && ri.Run.Checkpoints != nil {
@@ -406,6 +410,9 @@ func (st *runStatus) print(env cmdbase.Env) {
 		fmt.Fprintf(env.Stdout, "; not counted: %d retried, %d duplicate, %d foreign, %d malformed", st.Retried, st.Duplicates, st.Foreign, st.Malformed)
 	}
 	fmt.Fprintln(env.Stdout)
+	if st.StopReason != "" {
+		fmt.Fprintf(env.Stdout, "stop reason: %s\n", st.StopReason)
+	}
 	if f := st.Failure; f != nil {
 		fmt.Fprintf(env.Stdout, "failed: the first %d evaluations all failed, %d of them with %q; continue with --resume once the evaluator is fixed\n",
 			f.Attempts, f.Count, f.Error)
