@@ -39,11 +39,16 @@ func (c *Controller) decideFailure(spent bool) {
 	if h == nil || c.failure != nil {
 		return
 	}
-	if !spent && (!c.live || !c.everyLiveSlotFailed() || (c.failFast.Hosts() < 2 && c.othersComing())) {
+	if !spent && (!c.live || !(c.everyLiveSlotFailed() || c.heldAway()) || (c.failFast.Hosts() < 2 && c.othersComing())) {
 		return
 	}
 	c.failure = h
 }
+
+// heldAway reports whether no slot is live because every slot that came
+// failed its first designs and is no longer fed (see holdEarly): once the
+// others are past waiting for, that is every slot there is failing.
+func (c *Controller) heldAway() bool { return len(c.heldEarly) > 0 && c.liveSlots() == 0 }
 
 // othersComing reports whether slots the run expects have not joined yet
 // and the grace for them is not over.

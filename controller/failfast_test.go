@@ -52,3 +52,45 @@ func TestFailFastWaitsForEveryLiveSlot(t *testing.T) {
 		t.Fatalf("an attempt worked: passed %v, held %v, failure %v; want passed and nothing held", c.failFast.Passed(), c.failFast.Held(), c.failure)
 	}
 }
+
+// A node that fails at once while the slots the run expects are still
+// joining does not fail the run; once the grace for them is over, its
+// failures are every slot's there is, and the run fails, also when the
+// node's slots are no longer fed.
+func TestFailFastWaitsForExpectedSlots(t *testing.T) {
+	t.Parallel()
+	for _, heldAway := range []bool{false, true} {
+		now := epoch
+		c := offline(t, Config{FailFast: 3, ExpectSlots: 4, JoinGrace: time.Minute, Now: func() time.Time { return now }})
+		c.live, c.liveSince = true, now
+		c.initState()
+		beat := func() {
+			c.slots.put(&schema.Presence{Run: "t", Worker: "broken", Host: "node1", Slots: 1, Interval: time.Second, Heartbeat: now}, now)
+		}
+		beat()
+		for seq := uint64(1); seq <= 3; seq++ {
+			d := schema.Design{V: schema.Version, Run: "t", ID: schema.DesignID("t", seq), Seq: seq, Origin: schema.OriginRandom}
+			r := &schema.Result{V: schema.Version, Run: "t", DesignID: d.ID, Design: d, Status: schema.StatusError,
+				Worker: "broken", Host: "node1", Error: "CUDA error"}
+			c.judge(resultMsg{res: r, seq: seq}, c.fold.Apply(r, nil))
+		}
+		if c.failFast.Held() == nil || c.failure != nil {
+			t.Fatalf("one node's failures while 3 of 4 expected slots are to come: held %v, failure %v; want held, not failed", c.failFast.Held(), c.failure)
+		}
+		if heldAway {
+			c.heldEarly, c.heldEarlyAt = map[string][]int{"broken": {0}}, map[string]time.Time{"broken": now}
+		}
+		now = now.Add(30 * time.Second)
+		beat()
+		c.decideFailure(false)
+		if c.failure != nil {
+			t.Fatalf("within the grace: failure %+v; want none", c.failure)
+		}
+		now = now.Add(31 * time.Second)
+		beat()
+		c.decideFailure(false)
+		if c.failure == nil || c.failure.Attempts != 3 {
+			t.Fatalf("held away %v, past the grace: failure %+v; want the held verdict", heldAway, c.failure)
+		}
+	}
+}
