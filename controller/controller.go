@@ -97,6 +97,7 @@ type Controller struct {
 	inertChecked    bool
 	checkpointsSeen int
 	lastCkptSweep   time.Time // the last listing of the checkpoint store (see sweepCheckpoints)
+	firstWork       time.Time // the start of the first evaluation counted live (see workTime)
 	// stopper runs the early-stopping rule; nil for a run without one.
 	stopper *stopper
 	// ckpt applies the checkpoint store's rule (see checkpoints.go).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evoq/evoq/runstate"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
@@ -586,6 +587,12 @@ func TestControllerLost(t *testing.T) {
 	var lost *schema.Design
 	for attempt := uint64(1); attempt <= 2; attempt++ {
 		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		for tries := 0; errors.Is(err, nats.ErrNoResponders) && tries < 50; tries++ {
+			// A broker loaded enough to be slow to place the consumer's
+			// pull requests answers no responders for a moment.
+			time.Sleep(100 * time.Millisecond)
+			msg, err = cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		}
 		if err != nil {
 			t.Fatalf("delivery %d: %v", attempt, err)
 		}

@@ -130,6 +130,9 @@ func (c *Controller) apply(m resultMsg) {
 	}
 	c.lastResult = c.cfg.Now()
 	c.noteResult(m.res)
+	if v == runstate.Counted {
+		c.noteWork(m.res)
+	}
 	c.checkInert()
 	c.onSlotEvents(c.fold.Tally().SlotEvents())
 	switch v {

@@ -59,6 +59,14 @@ func (c *Controller) Summary() *runstate.Summary {
 	return s
 }
 
+// noteWork keeps the start of the first evaluation this controller
+// counted live (see workTime).
+func (c *Controller) noteWork(r *schema.Result) {
+	if c.live && r != nil && !r.Start.IsZero() && (c.firstWork.IsZero() || r.Start.Before(c.firstWork)) {
+		c.firstWork = r.Start
+	}
+}
+
 // workTime is this controller's wall time at now (from liveSince) and the
 // part of it before a slot was first live: all of it while none has been.
 // Rates are taken over the rest, the time slots could work: workers that
@@ -70,7 +78,14 @@ func (c *Controller) workTime(now time.Time) (wall, wait time.Duration, ok bool)
 	}
 	wall = max(now.Sub(c.liveSince), 0)
 	wait = wall
-	if first := c.slots.FirstLive(); !first.IsZero() {
+	// A slot was live from its heartbeat, or from the start of the first
+	// evaluation this controller counted, whichever it heard of first: on
+	// a loaded broker a heartbeat can arrive after the results.
+	first := c.slots.FirstLive()
+	if w := c.firstWork; !w.IsZero() && (first.IsZero() || w.Before(first)) {
+		first = w
+	}
+	if !first.IsZero() {
 		wait = min(max(first.Sub(c.liveSince), 0), wall)
 	}
 	return wall, wait, true
