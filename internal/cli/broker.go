@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/nats-io/nats.go"
@@ -71,7 +72,7 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.connectFile != "" {
-		if err := c.writeAdminFile(s, log); err != nil {
+		if err := c.writeAdminFile(ctx, s, log); err != nil {
 			return err
 		}
 	}
@@ -88,8 +89,11 @@ func (c *brokerCmd) Run(ctx context.Context, args []string) error {
 // other nodes when this one goes: the nodes tell their clients each
 // other's URLs once their routes connect, which may be after this node
 // starts, so the file is written again each time the list grows. URLs are
-// only added: a node that is down now is one to fail over to later.
-func (c *brokerCmd) writeAdminFile(s *session, log logrus.FieldLogger) error {
+// only added: a node that is down now is one to fail over to later. The
+// node's own list (what it tells its clients) is read again every second
+// until ctx ends as well: a client hears of a change only with its next
+// INFO, which a loaded node may send late.
+func (c *brokerCmd) writeAdminFile(ctx context.Context, s *session, log logrus.FieldLogger) error {
 	cf := broker.ConnectFile{URLs: s.urls(), TLSCA: c.b.sec.caForClients()}
 	if s.embedded.AdminCredential().Seed != "" {
 		cf.SetCredential(s.embedded.AdminCredential())
@@ -104,10 +108,10 @@ func (c *brokerCmd) writeAdminFile(s *session, log logrus.FieldLogger) error {
 		mu      sync.Mutex
 		written bool
 	)
-	write := func(nc *nats.Conn) error {
+	write := func(known []string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		urls := addURLs(cf.URLs, nc.DiscoveredServers())
+		urls := addURLs(cf.URLs, known)
 		if written && len(urls) == len(cf.URLs) {
 			return nil
 		}
@@ -118,12 +122,27 @@ func (c *brokerCmd) writeAdminFile(s *session, log logrus.FieldLogger) error {
 		log.WithFields(logrus.Fields{"file": c.connectFile, "urls": len(urls)}).Info("admin connect file written with the cluster's client URLs known so far")
 		return nil
 	}
-	s.nc.SetDiscoveredServersHandler(func(nc *nats.Conn) {
-		if err := write(nc); err != nil {
+	again := func(known []string) {
+		if err := write(known); err != nil {
 			log.WithError(err).Warn("the admin connect file could not be written again with the cluster's new client URLs")
 		}
-	})
-	return write(s.nc)
+	}
+	s.nc.SetDiscoveredServersHandler(func(nc *nats.Conn) { again(nc.DiscoveredServers()) })
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if v, err := s.embedded.Server().Varz(nil); err == nil {
+					again(v.ClientConnectURLs)
+				}
+			}
+		}
+	}()
+	return write(s.nc.DiscoveredServers())
 }
 
 // addURLs adds to own the URLs of other nodes not among them, with own's
