@@ -137,3 +137,44 @@ func (t *ckptTracker) measure(ctx context.Context, log logrus.FieldLogger) {
 	}
 	t.listed = &u
 }
+
+// settle, once the run's deletions are done, lists the store again and
+// deletes at once what the rule does not keep, until a listing finds
+// nothing to delete (at most settleRounds listings, a second apart): an
+// upload that a worker was finishing as the run ended lands after the
+// last sweep, and would outlive the run. It returns how many it deleted.
+func (t *ckptTracker) settle(ctx context.Context, open func(id string) bool) int {
+	deleted := 0
+	for round := range settleRounds {
+		if round > 0 {
+			select {
+			case <-ctx.Done():
+				return deleted
+			case <-time.After(time.Second):
+			}
+		}
+		lctx, cancel := context.WithTimeout(ctx, DeleteWait)
+		refs, err := t.store.List(lctx)
+		n := 0
+		for _, r := range refs {
+			if err != nil || t.needed(r.Design) || open(r.Design) {
+				continue
+			}
+			if t.store.Delete(lctx, r.Design) == nil {
+				n++
+			}
+		}
+		cancel()
+		deleted += n
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	t.mu.Lock()
+	t.deleted += deleted
+	t.mu.Unlock()
+	return deleted
+}
+
+// settleRounds bounds the listings of settle.
+const settleRounds = 3

@@ -196,6 +196,9 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	c.sweepCheckpoints(ctx)
 	deleted()
 	if c.ckpt != nil {
+		if n := c.ckpt.settle(ctx, c.designOpen); n > 0 {
+			c.log.WithField("checkpoints", n).Info("deleted checkpoints stored as the run ended")
+		}
 		c.ckpt.measure(ctx, c.log)
 	}
 	if err := c.setPhase(ctx, schema.PhaseDone); err != nil {
