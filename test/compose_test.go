@@ -16,9 +16,11 @@ import (
 	"github.com/evoq/evoq/runstate"
 )
 
-// composeBudget makes the run last about 40 s on 2 workers of 2 slots with
-// the sim evaluator's 0.2 s mean.
-const composeBudget = 800
+// composeBudget makes the run last about 50 s on 2 workers of 2 slots with
+// the sim evaluator's 0.2 s mean: long enough that a scale-down asked for
+// halfway is done with designs left, however slowly a loaded Docker
+// engine carries it out.
+const composeBudget = 1000
 
 // The compose file at the repository root, on the local Docker engine: the
 // image is built FROM scratch around a static binary, the workers are scaled
@@ -40,7 +42,7 @@ func TestComposeScalesWorkers(t *testing.T) {
 	waitFor(t, 90*time.Second, progressed(func(p progress) bool { return p.evaluations > 0 }))
 	c.scale(t, 4)
 	waitFor(t, 60*time.Second, progressed(func(p progress) bool { return p.slots >= 8 }))
-	waitFor(t, 90*time.Second, progressed(func(p progress) bool { return p.evaluations >= composeBudget*5/8 }))
+	waitFor(t, 90*time.Second, progressed(func(p progress) bool { return p.evaluations >= composeBudget/2 }))
 	c.scale(t, 1)
 	if p := lastProgress(logs.stderr.String()); p.evaluations > composeBudget-100 {
 		t.Errorf("%d of %d designs evaluated when the workers were scaled down: the budget is too small to test that", p.evaluations, composeBudget)
