@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/evoq/evoq/runstate"
 )
 
 // measure runs `evoq run` of bin with args in store dir, then exports the
@@ -93,7 +95,7 @@ func figuresOf(evals []exportedResult) *Figures {
 	first, lastStart, lastStop := evals[0].Start, evals[0].Start, evals[0].Stop
 	bySlot := map[slotKey][]exportedResult{}
 	for _, e := range evals {
-		first, lastStart, lastStop = minTime(first, e.Start), maxTime(lastStart, e.Start), maxTime(lastStop, e.Stop)
+		first, lastStart, lastStop = runstate.MinTime(first, e.Start), runstate.MaxTime(lastStart, e.Start), runstate.MaxTime(lastStop, e.Stop)
 		k := slotKey{e.Worker, e.Slot}
 		bySlot[k] = append(bySlot[k], e)
 	}
@@ -106,7 +108,7 @@ func figuresOf(evals []exportedResult) *Figures {
 	for _, es := range bySlot {
 		slices.SortFunc(es, func(a, b exportedResult) int { return a.Start.Compare(b.Start) })
 		for i, e := range es {
-			busy += max(minTime(e.Stop, lastStart).Sub(e.Start), 0)
+			busy += max(runstate.MinTime(e.Stop, lastStart).Sub(e.Start), 0)
 			if i > 0 {
 				gaps = append(gaps, float64(max(e.Start.Sub(es[i-1].Stop), 0))/float64(time.Millisecond))
 			}
@@ -119,18 +121,4 @@ func figuresOf(evals []exportedResult) *Figures {
 		f.GapP50Ms, f.GapP99Ms = q.P50, q.P99
 	}
 	return f
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -66,7 +66,7 @@ func (t *slotTracker) put(p *schema.Presence, now time.Time) bool { return t.put
 // a newer one arrived) is dropped, and a worker whose stored heartbeat is
 // no longer current has not joined.
 func (t *slotTracker) putAt(p *schema.Presence, seen, now time.Time) bool {
-	seen = minTime(seen, now)
+	seen = runstate.MinTime(seen, now)
 	w, ok := t.workers[p.Worker]
 	if ok && seen.Before(w.seen) {
 		return false
@@ -193,7 +193,7 @@ func (t *slotTracker) compact(now time.Time) {
 	cut := now
 	for _, w := range t.workers {
 		if w.span.slots > 0 {
-			cut = minTime(cut, w.span.to)
+			cut = runstate.MinTime(cut, w.span.to)
 		}
 	}
 	t.spans = slices.DeleteFunc(t.spans, func(s liveSpan) bool { return s.to.Before(cut) })
@@ -237,10 +237,3 @@ func (t *slotTracker) MaxLive() int {
 
 // FirstLive is when a slot was first live; zero while none has been.
 func (t *slotTracker) FirstLive() time.Time { return t.firstLive }
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}

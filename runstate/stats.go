@@ -65,7 +65,7 @@ func (s *Stats) Add(r *schema.Result) {
 	case sp == nil:
 		s.slotsUsed[k] = &slotSpan{first: r.Start, last: r.Stop}
 	default:
-		sp.first, sp.last = minTime(sp.first, r.Start), maxTime(sp.last, r.Stop)
+		sp.first, sp.last = MinTime(sp.first, r.Start), MaxTime(sp.last, r.Stop)
 	}
 	s.remember(interval{r.Start, r.Stop})
 	if r.Gap >= 0 {
@@ -109,7 +109,7 @@ func (s *Stats) Utilization() float64 {
 	busy := s.busy
 	for _, iv := range s.recent {
 		if iv.stop.After(s.lastStart) {
-			busy -= iv.stop.Sub(maxTime(iv.start, s.lastStart))
+			busy -= iv.stop.Sub(MaxTime(iv.start, s.lastStart))
 		}
 	}
 	return busy.Seconds() / live.Seconds()
@@ -127,7 +127,7 @@ func (s *Stats) BeforeFirst() float64 {
 	joined := s.workersFirst()
 	var before time.Duration
 	for k, sp := range s.slotsUsed {
-		before += max(minTime(sp.first, s.lastStart).Sub(joined[k.worker]), 0)
+		before += max(MinTime(sp.first, s.lastStart).Sub(joined[k.worker]), 0)
 	}
 	return before.Seconds() / live.Seconds()
 }
@@ -142,7 +142,7 @@ func (s *Stats) liveTime() time.Duration {
 	joined := s.workersFirst()
 	var live time.Duration
 	for k, sp := range s.slotsUsed {
-		live += max(minTime(sp.last, s.lastStart).Sub(joined[k.worker]), 0)
+		live += max(MinTime(sp.last, s.lastStart).Sub(joined[k.worker]), 0)
 	}
 	return live
 }
@@ -195,14 +195,16 @@ func (s *Stats) GapQuantile(q float64) time.Duration { return s.gaps.quantile(q)
 // (to the histogram's 2%), or 0 before any.
 func (s *Stats) DurationQuantile(q float64) time.Duration { return s.durations.quantile(q) }
 
-func minTime(a, b time.Time) time.Time {
+// MinTime is the earlier of a and b.
+func MinTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}
 	return b
 }
 
-func maxTime(a, b time.Time) time.Time {
+// MaxTime is the later of a and b.
+func MaxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
