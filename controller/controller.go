@@ -32,6 +32,9 @@ type Controller struct {
 	js  jetstream.JetStream
 	cfg Config
 	log logrus.FieldLogger
+	// parents are the canonical genomes of the pool members chosen as
+	// parents (vary).
+	parents parentCache
 	// debug is whether the log takes debug lines: one per result is only
 	// built when it does.
 	debug bool
