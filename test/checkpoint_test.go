@@ -292,6 +292,19 @@ func checkInherited(t *testing.T, res *schema.Result, size int64) {
 	}
 }
 
+// The default run, its embedded broker without auth: the local workers
+// store checkpoints through the controller's commits, and every mutant
+// inherits its parent's.
+func TestCheckpointsNoAuth(t *testing.T) {
+	t.Parallel()
+	s, _ := runJSON(t, 2*time.Minute, "--run", "na", "--evaluator", "sim", "--sim-mean", "0.01", "--sim-checkpoint", "200KB",
+		"--inherit", "--budget", "40", "--init", "10", "--pool", "5", "--slots", "2", "--gpus", "none")
+	if s.OK != 40 || s.Checkpoints == nil || s.Checkpoints.Stored != 5 || s.Checkpoints.Mutants == 0 ||
+		s.Checkpoints.Inherited != s.Checkpoints.Mutants {
+		t.Errorf("%d ok, checkpoints %+v; want 40, the pool's 5 stored, every mutant inherited", s.OK, s.Checkpoints)
+	}
+}
+
 // A checkpoint over --max-checkpoint is refused: the result counts and
 // says why, and the store stays empty.
 func TestCheckpointTooLarge(t *testing.T) {
