@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -107,5 +110,51 @@ func TestCommitRules(t *testing.T) {
 	}
 	if _, err := obs.GetInfo(ctx, "r1-2.progress"); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Errorf("a deleted progress: %v, want not found", err)
+	}
+}
+
+// TestCommitWaitsForController: a Put whose run has no controller
+// answering asks again until one does (a controller restarting), and
+// fails, naming why, once CommitWait is over; its chunks are left for
+// the sweep.
+func TestCommitWaitsForController(t *testing.T) {
+	ctx := context.Background()
+	_, js := start(t)
+	local := t.TempDir()
+	s, err := checkpoint.CreateObject(ctx, js, "r1", 1, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string) error {
+		p := filepath.Join(local, name)
+		if err := os.WriteFile(p, []byte("weights"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Put(ctx, name, p)
+		return err
+	}
+	checkpoint.SetCommitWait(t, 2*time.Second)
+	if err := put("r1-1"); !errors.Is(err, checkpoint.ErrNotCommitted) || !strings.Contains(err.Error(), "no controller of run r1 answered") {
+		t.Errorf("Put with no controller: %v; want ErrNotCommitted, saying no controller answered", err)
+	}
+	checkpoint.SetCommitWait(t, time.Minute)
+	// The controller comes once the worker has asked: the worker's
+	// first request finds no one.
+	asked := make(chan struct{})
+	var once sync.Once
+	probe, err := js.Conn().Subscribe(schema.CommitSubject("r1"), func(*nats.Msg) { once.Do(func() { close(asked) }) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- put("r1-2") }()
+	<-asked
+	_ = probe.Unsubscribe()
+	serve(t, s, js)
+	if err := <-done; err != nil {
+		t.Fatalf("Put while the controller came back: %v", err)
+	}
+	if refs, err := s.List(ctx); err != nil || len(refs) != 1 || refs[0].Design != "r1-2" {
+		t.Errorf("List = %+v, %v; want r1-2 alone", refs, err)
 	}
 }

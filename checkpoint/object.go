@@ -51,6 +51,9 @@ type Object struct {
 // ChunkSize is the size of an object's chunks: nats.go's default.
 const ChunkSize = 128 << 10
 
+// commitWait is CommitWait, shorter in tests.
+var commitWait = CommitWait
+
 // uploadWindow bounds the chunks a Put has in flight, unacknowledged.
 const uploadWindow = 64
 
@@ -210,7 +213,7 @@ func (o *Object) askCommit(ctx context.Context, c *schema.CheckpointCommit) erro
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(CommitWait)
+	deadline := time.Now().Add(commitWait)
 	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
 		actx, cancel := context.WithTimeout(ctx, commitAsk)
 		reply, err := o.js.Conn().RequestWithContext(actx, schema.CommitSubject(o.run), body)
@@ -229,7 +232,7 @@ func (o *Object) askCommit(ctx context.Context, c *schema.CheckpointCommit) erro
 			return ctx.Err()
 		}
 		if time.Now().Add(pause).After(deadline) {
-			return fmt.Errorf("%w: no controller of run %s answered within %s (%v)", ErrNotCommitted, o.run, CommitWait, err)
+			return fmt.Errorf("%w: no controller of run %s answered within %s (%v)", ErrNotCommitted, o.run, commitWait, err)
 		}
 		select {
 		case <-ctx.Done():
