@@ -253,6 +253,9 @@ func destructive(role broker.Role) [][]string {
 		[]string{"consumer", "rm", schema.DesignStream, schema.ConsumerName(roleRun), "-f"},
 		[]string{"consumer", "rm", objStreamOf(roleRun), "someone", "-f"},
 		[]string{"consumer", "rm", schema.ResultStream, "someone", "-f"},
+		// Another's consumer changed so that the broker removes it.
+		[]string{"consumer", "edit", objStreamOf(roleRun), "someone", "--filter", "$O." + schema.CheckpointBucket(roleRun) + ".M.*", "--inactive-threshold", "1s", "-f"},
+		[]string{"consumer", "edit", schema.ResultStream, "someone", "--filter", schema.ResultSubject(roleRun), "--inactive-threshold", "1s", "-f"},
 		[]string{"kv", "purge", schema.RunBucket, roleRun, "-f"},
 		[]string{"kv", "del", schema.RunBucket, roleRun, "-f"},
 		[]string{"kv", "del", schema.RunBucket, "-f"},
