@@ -406,13 +406,21 @@ func (s *siteServer) siteRunEnv(t *testing.T, run string, ctlArgs, env []string,
 		}
 		s.noSecret(t, "a worker's output", w.stderr.String())
 	}
-	for _, args := range [][]string{{"status", "--run", run}, {"status", "--run", run, "--json"}, {"export", "--run", run}} {
+	report := filepath.Join(dir, "report.html")
+	for _, args := range [][]string{{"status", "--run", run}, {"status", "--run", run, "--json"}, {"export", "--run", run},
+		{"report", "--run", run, "--out", report}} {
 		r := evoqEnv(t, time.Minute, env, args...)
 		if r.code != 0 {
 			t.Errorf("evoq %s: exit %d\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 2000))
 		}
 		s.noSecret(t, "evoq "+args[0]+"'s output", r.stdout+r.stderr)
 	}
+	if data, err := os.ReadFile(report); err == nil {
+		s.noSecret(t, "the report", string(data))
+	} else {
+		t.Errorf("report: %v", err)
+	}
+	s.noSecretInPNGs(t, report)
 	return out
 }
 
