@@ -263,7 +263,7 @@ func (o *Object) Serve(nc *nats.Conn, log logrus.FieldLogger, committed func(nam
 			if committed != nil {
 				committed(c.Name)
 			}
-		case errors.Is(err, ErrRefused) || errors.Is(err, schema.ErrInvalid) || errors.Is(err, schema.ErrMalformed):
+		case errors.Is(err, ErrRefused) || errors.Is(err, schema.ErrInvalid) || errors.Is(err, schema.ErrMalformed) || errors.Is(err, schema.ErrVersion):
 			log.WithError(err).WithField("name", ans.Name).Warn("refused a worker's checkpoint commit")
 			ans.Error = err.Error()
 		default:
