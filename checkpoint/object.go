@@ -46,6 +46,9 @@ type Object struct {
 	// them). Loaded by the first Commit; nil before.
 	mu    sync.Mutex
 	nuids map[string]string
+	// smu guards sh, the bucket's stream (bucketStream).
+	smu sync.Mutex
+	sh  jetstream.Stream
 }
 
 // ChunkSize is the size of an object's chunks: nats.go's default.
@@ -312,7 +315,7 @@ func (o *Object) Commit(ctx context.Context, c *schema.CheckpointCommit) error {
 	if cur != nil && !progress {
 		return fmt.Errorf("%w: %s is committed already, and a design's checkpoint is stored once", ErrRefused, c.Name)
 	}
-	stream, err := o.js.Stream(ctx, o.stream())
+	stream, err := o.bucketStream(ctx)
 	if err != nil {
 		return err
 	}
@@ -412,7 +415,7 @@ func (o *Object) download(ctx context.Context, design, dst string) error {
 	defer f.Close()
 	h := sha256.New()
 	if info.Size > 0 {
-		stream, err := o.js.Stream(ctx, o.stream())
+		stream, err := o.bucketStream(ctx)
 		if err != nil {
 			return err
 		}
@@ -438,6 +441,22 @@ func (o *Object) download(ctx context.Context, design, dst string) error {
 
 func (o *Object) stream() string { return "OBJ_" + schema.CheckpointBucket(o.run) }
 
+// bucketStream is the bucket's stream, looked up once: every commit,
+// deletion and download uses it.
+func (o *Object) bucketStream(ctx context.Context) (jetstream.Stream, error) {
+	o.smu.Lock()
+	defer o.smu.Unlock()
+	if o.sh != nil {
+		return o.sh, nil
+	}
+	s, err := o.js.Stream(ctx, o.stream())
+	if err != nil {
+		return nil, err
+	}
+	o.sh = s
+	return s, nil
+}
+
 // Delete implements Store: it purges the object's metadata, then its
 // chunks. The bucket takes no roll-up (CreateObject), so the object
 // store's own deletion, a metadata message marked deleted that replaces
@@ -453,7 +472,7 @@ func (o *Object) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	stream, err := o.js.Stream(ctx, o.stream())
+	stream, err := o.bucketStream(ctx)
 	if err != nil {
 		return err
 	}
@@ -544,7 +563,7 @@ func (o *Object) Sweep(ctx context.Context) (int, error) {
 			known[in.NUID] = true
 		}
 	}
-	stream, err := o.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket(o.run))
+	stream, err := o.bucketStream(ctx)
 	if err != nil {
 		return 0, err
 	}
