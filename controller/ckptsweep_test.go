@@ -161,3 +161,25 @@ func TestProgressDeleted(t *testing.T) {
 		t.Errorf("%d checkpoints deleted; want none: saved progress is no checkpoint", d)
 	}
 }
+
+// Each sweep during the run purges what writers left unfinished (here a
+// partial file; in the object store, chunks whose commit was refused),
+// not only the sweep at a controller's start.
+func TestSweepPurgesLeftoversDuringRun(t *testing.T) {
+	t.Parallel()
+	b := newCkptBundle(t, schema.KeepPool)
+	c := &Controller{ckpt: b.tr, live: true, fold: b.fold, log: testutil.Logger(t), cfg: Config{Run: "r", Now: time.Now}}
+	b.tr.open = c.designOpen
+	p := b.store.OutPath(schema.DesignID("r", 1), "w9-0-0-1")
+	if err := os.WriteFile(p, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-checkpoint.OrphanAge - time.Minute)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	c.sweepCheckpoints(context.Background())
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old partial file is still there after the sweep: %v", err)
+	}
+}
