@@ -79,6 +79,16 @@ func (c *Controller) sweepCheckpoints(ctx context.Context) {
 	case n > 0:
 		c.log.WithField("orphans", n).Info("checkpoint store swept: deleting checkpoints the results did not account for")
 	}
+	// What writers left unfinished, during the run too: the chunks of an
+	// upload whose worker died, or whose commit was refused (a design
+	// evaluated twice stores its checkpoint once), and partial files.
+	left, err := c.ckpt.store.Sweep(lctx)
+	switch {
+	case err != nil:
+		c.log.WithError(err).Warn("sweeping the checkpoint store for what writers left failed; the next sweep tries again")
+	case left > 0:
+		c.log.WithField("leftovers", left).Info("checkpoint store swept: purged uploads never committed")
+	}
 }
 
 // designOpen reports whether design id of this run has no terminal result

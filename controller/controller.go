@@ -160,6 +160,7 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	kept := make(chan struct{})
 	go func() { defer close(kept); c.lease.keep(leaseCtx, c.leaseLost) }()
 	defer func() { stopLease(); <-kept; c.lease.release(context.WithoutCancel(ctx)) }()
+	defer func() { c.ckpt.stopServing() }() // opened by declareRun
 	if err := c.declareRun(ctx); err != nil {
 		return nil, err
 	}
