@@ -1,0 +1,101 @@
+// The page only shows what the server sends: each snapshot replaces the
+// last. The charts come drawn (SVG); nothing here reaches another origin.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const fmt = (x) => x === null || x === undefined ? "–" : Number(x).toPrecision(6).replace(/\.?0+$/, "");
+let charts = {};
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function rows(id, list, fill) {
+  const body = document.querySelector("#" + id + " tbody");
+  body.replaceChildren();
+  for (const x of list || []) {
+    const tr = document.createElement("tr");
+    fill(tr, x);
+    body.appendChild(tr);
+  }
+}
+
+function show(v) {
+  $("run").textContent = v.run;
+  $("phase").textContent = v.phase;
+  $("evals").textContent = v.evaluations;
+  $("budget").textContent = v.budget;
+  $("rate").textContent = v.rate ? v.rate.toFixed(2) : "–";
+  $("eta").textContent = v.eta || "–";
+  $("best").textContent = fmt(v.best);
+  $("best-id").textContent = v.best_id ? "(" + v.best_id + ")" : "";
+  $("hv-box").hidden = v.hypervolume === null;
+  $("hv").textContent = fmt(v.hypervolume);
+  $("statuses").textContent = Object.entries(v.by_status).map(([k, n]) => k + " " + n).join(", ") || "–";
+  $("controller").textContent = v.controller;
+  const w = $("warnings");
+  w.replaceChildren();
+  for (const text of v.warnings || []) {
+    const li = document.createElement("li");
+    li.textContent = text;
+    w.appendChild(li);
+  }
+  const s = v.slots;
+  $("slot-counts").textContent = s.total + " slots: " + s.busy + " busy, " + s.idle + " idle, " + s.quarantined + " quarantined" +
+    (s.per_cell > 1 ? " (each cell " + s.per_cell + " slots)" : "");
+  $("strip").innerHTML = s.svg;
+  const box = $("charts");
+  for (const [name, svg] of Object.entries(v.charts)) {
+    if (!charts[name]) {
+      charts[name] = document.createElement("figure");
+      charts[name].id = "chart-" + name;
+      box.appendChild(charts[name]);
+    }
+    charts[name].innerHTML = svg;
+  }
+  rows("hosts", v.hosts, (tr, h) => {
+    cell(tr, h.host); cell(tr, h.workers + " (" + h.live + ")"); cell(tr, h.slots); cell(tr, h.busy);
+    cell(tr, h.quarantined); cell(tr, h.done); cell(tr, h.state);
+  });
+  const front = v.front && v.front.length;
+  $("pool-title").textContent = front ? "Pool's first front" : "Pool (fittest first)";
+  rows("pool", front ? v.front : v.pool, (tr, d) => {
+    const a = document.createElement("a");
+    a.textContent = d.id;
+    a.addEventListener("click", () => openDesign(d.seq, d.id));
+    cell(tr, "").appendChild(a);
+    cell(tr, fmt(d.fitness)); cell(tr, d.origin); cell(tr, d.genome, "g");
+  });
+  document.body.dataset.evaluations = v.evaluations;
+  document.body.dataset.quarantined = s.quarantined;
+  $("updated").textContent = "last snapshot " + v.at;
+}
+
+async function openDesign(seq, id) {
+  $("design").hidden = false;
+  $("design-id").textContent = id;
+  const r = await fetch("design/" + seq);
+  $("design-body").textContent = r.ok ? JSON.stringify(await r.json(), null, 2) : "not found: " + r.status;
+}
+
+function connect() {
+  const es = new EventSource("events");
+  es.addEventListener("snapshot", (e) => {
+    $("conn").textContent = "live";
+    $("conn").className = "conn";
+    show(JSON.parse(e.data));
+  });
+  es.addEventListener("bye", (e) => lost(e.data));
+  es.onerror = () => lost("the dashboard's process (the controller, or evoq dashboard) does not answer; retrying");
+}
+
+function lost(why) {
+  $("conn").textContent = "disconnected: " + why;
+  $("conn").className = "conn lost";
+}
+
+$("design-close").addEventListener("click", () => { $("design").hidden = true; });
+connect();
