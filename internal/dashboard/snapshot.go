@@ -146,7 +146,7 @@ func (m *Model) controllerText() string {
 	case m.lease == nil:
 		return ""
 	case !m.lease.read:
-		return "the controller's lease could not be read"
+		return "the broker did not answer (is it down?): the figures are as last read"
 	case m.lease.holder == "":
 		return "no controller holds the run"
 	case m.lease.live:
@@ -160,7 +160,7 @@ func (m *Model) controllerText() string {
 // slots and a controller that is gone, most urgent first.
 func (m *Model) warnings(q []schema.QuarantinedSlot) []string {
 	var out []string
-	if m.lease != nil && m.lease.read && m.lease.holder != "" && !m.lease.live && (m.rec == nil || m.rec.Phase != schema.PhaseDone) {
+	if m.lease != nil && (!m.lease.read || m.lease.holder != "" && !m.lease.live && (m.rec == nil || m.rec.Phase != schema.PhaseDone)) {
 		out = append(out, m.controllerText())
 	}
 	for _, s := range q {
