@@ -10,6 +10,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -267,7 +268,11 @@ func genomeText(g map[string]any, n int) string {
 		if i > 0 {
 			s += " "
 		}
-		s += fmt.Sprintf("%s=%v", k, g[k])
+		v, err := json.Marshal(g[k])
+		if err != nil {
+			v = []byte(fmt.Sprint(g[k]))
+		}
+		s += k + "=" + string(v)
 	}
 	if len(s) > n {
 		s = s[:n-1] + "…"

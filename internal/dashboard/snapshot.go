@@ -198,6 +198,13 @@ func (m *Model) slots(q []schema.QuarantinedSlot) []slotState {
 		held[runstate.SlotKey{Worker: s.Worker, Slot: s.Slot}] = true
 	}
 	var out []slotState
+	// A worker whose every slot was quarantined leaves, and its heartbeat
+	// with it; its slots stay on the strip, as the fold keeps them.
+	for _, s := range q {
+		if m.workers[s.Worker] == nil {
+			out = append(out, slotQuarantined)
+		}
+	}
 	for _, id := range m.workerIDs() {
 		w := m.workers[id]
 		busy := w.p.Busy
@@ -253,8 +260,14 @@ func (m *Model) hosts(q []schema.QuarantinedSlot) []HostRow {
 		}
 	}
 	for _, s := range q {
-		if h := byHost[s.Host]; h != nil {
-			h.Quarantined++
+		h := byHost[s.Host]
+		if h == nil {
+			h = &HostRow{Host: s.Host}
+			byHost[s.Host] = h
+		}
+		h.Quarantined++
+		if m.workers[s.Worker] == nil {
+			h.Slots++
 		}
 	}
 	var out []HostRow

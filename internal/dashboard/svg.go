@@ -185,7 +185,10 @@ func stripSVG(states []slotState, per int) string {
 	if cols > 0 {
 		rows = (cells + cols - 1) / cols
 	}
-	const cw, ch = 10, 10
+	cw, ch := 10, 10
+	if cells <= 100 {
+		cw, ch = 16, 16 // few slots: cells large enough to point at
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" class="strip" width="%d" height="%d">`, max(cols*(cw+1), 1), max(rows*(ch+1), 1), max(cols*(cw+1), 1), max(rows*(ch+1), 1))
 	for c := range cells {
