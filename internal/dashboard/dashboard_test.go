@@ -251,3 +251,41 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+// The model keeps the pool's designs and the last ones evaluated, not
+// every design of a long run.
+func TestModelBounded(t *testing.T) {
+	t.Parallel()
+	const run = "r"
+	m, err := NewModel(run, &schema.Run{Run: run, Budget: 1 << 20, Init: 10, Pool: 5, Replace: "worst", Phase: schema.PhaseRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 * 2 * keptDesigns
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for seq := uint64(1); seq <= n; seq++ {
+		id := schema.DesignID(run, seq)
+		fit := float64(seq)
+		if seq == 7 {
+			fit = 1e12 // stays in the pool
+		}
+		r := &schema.Result{Run: run, DesignID: id, Design: schema.Design{Run: run, ID: id, Seq: seq}, Status: schema.StatusOK,
+			Fitness: fit, Worker: "w", Attempt: 1, Start: t0, Stop: t0.Add(time.Second)}
+		m.Result(seq, r.Stop, r, nil)
+		m.Report(&schema.Report{Run: run, DesignID: id, Seq: seq, Step: 1, Fitness: fit})
+	}
+	if len(m.designs) > 2*(keptDesigns+5) {
+		t.Errorf("%d designs kept of %d, want at most %d", len(m.designs), n, 2*(keptDesigns+5))
+	}
+	if len(m.curves) > 2*keptCurves {
+		t.Errorf("%d curves kept, want at most %d", len(m.curves), 2*keptCurves)
+	}
+	for _, seq := range []uint64{7, n, n - keptDesigns + 1} {
+		if _, ok := m.Design(seq); !ok {
+			t.Errorf("design %d forgotten", seq)
+		}
+	}
+	if v := m.Snapshot(t0.Add(time.Minute)); v.Evaluations != n || !strings.Contains(v.Charts["curves"], "the 40 most recent") {
+		t.Errorf("snapshot: %d evaluations, curves chart %q", v.Evaluations, v.Charts["curves"][:min(200, len(v.Charts["curves"]))])
+	}
+}

@@ -139,6 +139,7 @@ func (m *Model) Result(seq uint64, at time.Time, r *schema.Result, err error) {
 		m.designs[r.Design.Seq] = d
 	}
 	d.attempts = append(d.attempts, r)
+	m.pruneDesigns()
 	if v != runstate.Counted {
 		return
 	}
@@ -164,10 +165,12 @@ func (m *Model) Report(r *schema.Report) {
 	if c == nil {
 		c = &curve{seq: r.Seq}
 		m.curves[r.Seq] = c
-	} else {
-		m.order = slices.DeleteFunc(m.order, func(s uint64) bool { return s == r.Seq })
 	}
-	m.order = append(m.order, r.Seq)
+	if n := len(m.order); n == 0 || m.order[n-1] != r.Seq {
+		m.order = slices.DeleteFunc(m.order, func(s uint64) bool { return s == r.Seq })
+		m.order = append(m.order, r.Seq)
+		m.pruneCurves()
+	}
 	c.points = append(c.points, point{float64(r.Step), r.Fitness})
 	if m.rungs == nil {
 		return
@@ -175,6 +178,50 @@ func (m *Model) Report(r *schema.Report) {
 	if d, ok := m.rungs.Apply(r); ok && d.Rung > 0 {
 		c.rungs = append(c.rungs, point{float64(r.Step), r.Fitness})
 		c.stopped = c.stopped || d.Stop
+	}
+}
+
+// keptCurves and keptDesigns bound what the model keeps for the page
+// beyond the fold: the curves of the designs that reported last, and the
+// attempts of the designs evaluated last and of the pool's members. A run
+// of a million designs would otherwise keep every genome and curve twice,
+// once in the fold and once here.
+const (
+	keptCurves  = 4 * maxCurves
+	keptDesigns = 4096
+)
+
+// pruneCurves forgets the curves of all but the keptCurves designs that
+// reported last.
+func (m *Model) pruneCurves() {
+	if len(m.order) <= 2*keptCurves {
+		return
+	}
+	cut := len(m.order) - keptCurves
+	for _, s := range m.order[:cut] {
+		delete(m.curves, s)
+	}
+	m.order = slices.Clone(m.order[cut:])
+}
+
+// pruneDesigns forgets the attempts of designs neither in the pool nor
+// among the keptDesigns evaluated last.
+func (m *Model) pruneDesigns() {
+	if len(m.designs) <= 2*(keptDesigns+m.fold.Pool().Len()) {
+		return
+	}
+	keep := map[uint64]bool{}
+	for _, mb := range m.fold.Pool().Members() {
+		keep[mb.Design.Seq] = true
+	}
+	if b := m.fold.Best(); b != nil {
+		keep[b.Design.Seq] = true
+	}
+	last := m.fold.MaxSeq()
+	for s := range m.designs {
+		if !keep[s] && s+keptDesigns < last {
+			delete(m.designs, s)
+		}
 	}
 }
 
