@@ -174,10 +174,15 @@ func TestDashboardInChromium(t *testing.T) {
 
 // sseSnapshot is the part of a dashboard snapshot the tests read.
 type sseSnapshot struct {
-	Evaluations int      `json:"evaluations"`
-	Phase       string   `json:"phase"`
-	Controller  string   `json:"controller"`
-	Warnings    []string `json:"warnings"`
+	Evaluations int               `json:"evaluations"`
+	Phase       string            `json:"phase"`
+	Controller  string            `json:"controller"`
+	Warnings    []string          `json:"warnings"`
+	Charts      map[string]string `json:"charts"`
+	Hypervolume *float64          `json:"hypervolume"`
+	Front       []struct {
+		ID string `json:"id"`
+	} `json:"front"`
 }
 
 // followSSE reads a dashboard's snapshots as a page does, sending each
@@ -313,7 +318,7 @@ func TestDashboardMisconfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	r = evoq(t, time.Minute, "run", "--dir", t.TempDir(), "--budget", "10", "--init", "5", "--pool", "3", "--slots", "1", "--evaluator", "noop", "--dashboard", ln.Addr().String())
+	r = evoq(t, time.Minute, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--budget", "10", "--init", "5", "--pool", "3", "--slots", "1", "--evaluator", "noop", "--dashboard", ln.Addr().String())
 	if r.code != 2 || !strings.Contains(r.stderr, "--dashboard "+ln.Addr().String()) || !strings.Contains(r.stderr, "address already in use") {
 		t.Errorf("run --dashboard on a port in use: exit %d\n%s", r.code, tail(r.stderr, 2000))
 	}
@@ -350,4 +355,25 @@ func TestDashboardMisconfigured(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST to the dashboard: %v %v, want 405: it is read-only", resp, err)
 	}
+}
+
+// TestDashboardFrontAndCurves: a run of two objectives shows its front
+// and hypervolume; a run with early stopping its learning curves, stopped
+// ones marked.
+func TestDashboardFrontAndCurves(t *testing.T) {
+	t.Parallel()
+	zdt := background(t, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--evaluator", "zdt1", "--budget", "1000000", "--slots", "2",
+		"--dashboard", "127.0.0.1:0")
+	snaps := followSSE(t, dashboardURL(t, zdt))
+	nextSnapshot(t, snaps, 2*time.Minute, "a front of several designs and its hypervolume", func(v sseSnapshot) bool {
+		return v.Hypervolume != nil && *v.Hypervolume > 0 && len(v.Front) > 3 &&
+			strings.Count(v.Charts["front"], "<circle") == len(v.Front) && strings.Contains(v.Charts["hypervolume"], "<polyline")
+	})
+	asha := background(t, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.2",
+		"--early-stop", "asha", "--budget", "1000000", "--init", "10", "--pool", "5", "--slots", "4", "--dashboard", "127.0.0.1:0")
+	snaps = followSSE(t, dashboardURL(t, asha))
+	nextSnapshot(t, snaps, 2*time.Minute, "learning curves with a stopped one", func(v sseSnapshot) bool {
+		c := v.Charts["curves"]
+		return strings.Count(c, "<polyline") > 5 && strings.Contains(c, "stroke-dasharray") && strings.Contains(c, "<circle")
+	})
 }
