@@ -289,3 +289,30 @@ func TestModelBounded(t *testing.T) {
 		t.Errorf("snapshot: %d evaluations, curves chart %q", v.Evaluations, v.Charts["curves"][:min(200, len(v.Charts["curves"]))])
 	}
 }
+
+// BenchmarkResult is the cost of one stored result to the dashboard:
+// decoding it and folding it in, what the follower spends per result.
+func BenchmarkResult(b *testing.B) {
+	const run = "r"
+	m, err := NewModel(run, &schema.Run{Run: run, Budget: 1 << 40, Init: 100, Pool: 50, Replace: "worst", Phase: schema.PhaseRunning})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	data := make([][]byte, b.N)
+	for i := range data {
+		seq := uint64(i + 1)
+		id := schema.DesignID(run, seq)
+		r := &schema.Result{Run: run, DesignID: id, Design: schema.Design{Run: run, ID: id, Seq: seq, Origin: schema.OriginRandom, Created: t0,
+			Genome: map[string]any{"lr": 0.01, "batch": 32, "layers": []any{map[string]any{"units": 40, "activation": "relu"}}}},
+			Status: schema.StatusOK, Fitness: float64(seq % 1000), Worker: "w1", Host: "h", Slot: int(seq % 500), Attempt: 1, Start: t0, Stop: t0.Add(time.Second)}
+		if data[i], err = schema.EncodeResult(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		got, err := schema.DecodeResult(data[i])
+		m.Result(uint64(i+1), t0, got, err)
+	}
+}
