@@ -13,6 +13,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/cmdbase"
+	"github.com/evoq/evoq/internal/dashboard"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -131,7 +132,7 @@ func (c *controllerCmd) prepare(ctx context.Context, s *session, cfg *controller
 	if err := c.serveMetrics(ctx, cfg, log); err != nil {
 		return err
 	}
-	if err := c.serveDashboard(ctx, s, cfg.Run, log); err != nil {
+	if err := c.serveDashboard(ctx, s, cfg, log); err != nil {
 		return err
 	}
 	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
@@ -265,14 +266,16 @@ func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controlle
 }
 
 // serveDashboard, with --dashboard, serves the run's live page from this
-// process: it follows the run's streams through the controller's own
-// connection, one subscription for any number of pages.
-func (c *controllerCmd) serveDashboard(ctx context.Context, s *session, run string, log logrus.FieldLogger) error {
-	db, err := c.dash.Start(ctx, s.js, run, log)
+// process: the controller hands it each result it folds, and it reads the
+// reports, record, lease and heartbeats through the controller's own
+// connection, once for any number of pages.
+func (c *controllerCmd) serveDashboard(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	db, err := c.dash.Start(ctx, s.js, cfg.Run, dashboard.Options{Fed: true}, log)
 	if err != nil || db == nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Stderr, "evoq: dashboard of run %s at %s\n", run, db.URL())
+	cfg.OnResult = db.Feed
+	fmt.Fprintf(c.env.Stderr, "evoq: dashboard of run %s at %s\n", cfg.Run, db.URL())
 	return nil
 }
 

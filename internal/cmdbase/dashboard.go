@@ -65,11 +65,11 @@ func (d *DashboardFlags) config() dashboard.Config {
 
 // Start starts the dashboard of run, when --dashboard is given, and says
 // where it is. A port in use is an error naming the flag.
-func (d *DashboardFlags) Start(ctx context.Context, js jetstream.JetStream, run string, log logrus.FieldLogger) (*dashboard.Dashboard, error) {
+func (d *DashboardFlags) Start(ctx context.Context, js jetstream.JetStream, run string, opt dashboard.Options, log logrus.FieldLogger) (*dashboard.Dashboard, error) {
 	if d.Addr == "" {
 		return nil, nil
 	}
-	db, err := dashboard.Start(ctx, js, run, d.config(), log)
+	db, err := dashboard.Start(ctx, js, run, d.config(), opt, log)
 	if errors.Is(err, dashboard.ErrAddrInUse) {
 		return nil, UsageErr("--dashboard %s: %v; choose another port (127.0.0.1:0 picks a free one)", d.Addr, err)
 	}

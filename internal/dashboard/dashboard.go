@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/evoq/evoq/schema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -15,12 +16,21 @@ import (
 type Dashboard struct {
 	srv  *Server
 	hub  *Hub
+	feed *feed // nil unless started Fed
 	done chan struct{}
+}
+
+// Options are how a dashboard gets the run's results.
+type Options struct {
+	// Fed: the controller of this process hands over each result it
+	// folds (Dashboard.Feed), so the results stream is not read twice.
+	// Defaults to false: the dashboard reads the stream itself.
+	Fed bool
 }
 
 // Start listens on cfg's address (an error there is returned before
 // anything else starts) and follows run through js until ctx ends.
-func Start(ctx context.Context, js jetstream.JetStream, run string, cfg Config, log logrus.FieldLogger) (*Dashboard, error) {
+func Start(ctx context.Context, js jetstream.JetStream, run string, cfg Config, opt Options, log logrus.FieldLogger) (*Dashboard, error) {
 	hub := NewHub()
 	var model atomic.Pointer[Model]
 	srv, err := Listen(cfg, hub, model.Load)
@@ -28,13 +38,24 @@ func Start(ctx context.Context, js jetstream.JetStream, run string, cfg Config, 
 		return nil, err
 	}
 	d := &Dashboard{srv: srv, hub: hub, done: make(chan struct{})}
-	f := &Follower{JS: js, RunID: run, Hub: hub, Log: log}
+	f := &Follower{JS: js, RunID: run, Hub: hub, Log: log, Fed: opt.Fed}
 	ready := make(chan *Model, 1)
+	readies := []chan<- *Model{ready}
 	var wg sync.WaitGroup
+	if opt.Fed {
+		d.feed = newFeed()
+		fedReady := make(chan *Model, 1)
+		readies = append(readies, fedReady)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.feed.run(ctx, fedReady)
+		}()
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := f.Run(ctx, ready); err != nil && ctx.Err() == nil {
+		if err := f.Run(ctx, readies...); err != nil && ctx.Err() == nil {
 			log.WithError(err).Error("dashboard: the run is not followed; the page shows nothing new")
 		}
 	}()
@@ -66,3 +87,12 @@ func (d *Dashboard) Pages() int { return d.hub.Pages() }
 
 // Done is closed once the dashboard has stopped.
 func (d *Dashboard) Done() <-chan struct{} { return d.done }
+
+// Feed hands the dashboard one result its controller folded, in stream
+// order (controller.Config.OnResult); it never blocks. A dashboard not
+// started Fed ignores it.
+func (d *Dashboard) Feed(seq uint64, r *schema.Result, err error) {
+	if d.feed != nil {
+		d.feed.add(seq, r, err)
+	}
+}

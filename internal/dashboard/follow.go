@@ -36,7 +36,11 @@ type Follower struct {
 	Every time.Duration
 	Log   logrus.FieldLogger
 	// Now is the clock; defaults to time.Now.
-	Now   func() time.Time
+	Now func() time.Time
+	// Fed says that the results come from the controller of this process
+	// (Dashboard.Feed), not from the stream. The reports are still read
+	// from theirs.
+	Fed   bool
 	model *Model
 }
 
@@ -44,7 +48,7 @@ type Follower struct {
 func (f *Follower) Model() *Model { return f.model }
 
 // Run follows the run until ctx ends.
-func (f *Follower) Run(ctx context.Context, ready chan<- *Model) error {
+func (f *Follower) Run(ctx context.Context, ready ...chan<- *Model) error {
 	if f.Every <= 0 {
 		f.Every = EveryDefault
 	}
@@ -61,17 +65,19 @@ func (f *Follower) Run(ctx context.Context, ready chan<- *Model) error {
 		return err
 	}
 	f.model = m
-	if ready != nil {
-		ready <- m
+	for _, r := range ready {
+		r <- m
 	}
-	stopRes, err := f.follow(ctx, schema.ResultStream, schema.ResultSubject(ri.ID), func(seq uint64, at time.Time, data []byte) {
-		res, err := schema.DecodeResult(data)
-		m.Result(seq, at, res, err)
-	})
-	if err != nil {
-		return err
+	if !f.Fed {
+		stopRes, err := f.follow(ctx, schema.ResultStream, schema.ResultSubject(ri.ID), func(seq uint64, at time.Time, data []byte) {
+			res, err := schema.DecodeResult(data)
+			m.Result(seq, at, res, err)
+		})
+		if err != nil {
+			return err
+		}
+		defer stopRes()
 	}
-	defer stopRes()
 	stopRep, err := f.follow(ctx, schema.ReportStream, schema.ReportSubject(ri.ID), func(_ uint64, _ time.Time, data []byte) {
 		if rep, err := schema.DecodeReport(data); err == nil {
 			m.Report(rep)

@@ -139,3 +139,39 @@ func BenchmarkTick(b *testing.B) {
 		b.Fatalf("%d slots, want 10000", s.Slots.Total)
 	}
 }
+
+// A dashboard fed by its controller folds every result handed to it, those
+// handed before the run's record was read included, in order.
+func TestFed(t *testing.T) {
+	t.Parallel()
+	b := followSetup(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := Start(ctx, b.JS, "r", Config{Addr: "127.0.0.1:0"}, Options{Fed: true}, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	const n = 300
+	for i := range n {
+		seq := uint64(i + 1)
+		id := schema.DesignID("r", seq)
+		d.Feed(seq, &schema.Result{Run: "r", DesignID: id, Design: schema.Design{Run: "r", ID: id, Seq: seq, Origin: schema.OriginRandom},
+			Status: schema.StatusOK, Fitness: float64(seq), Worker: "w", Attempt: 1, Start: t0, Stop: t0}, nil)
+	}
+	var m *Model
+	testutil.WaitFor(t, time.Minute, "every result fed folded", func() bool {
+		m = d.srv.model()
+		if m == nil {
+			return false
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.fold.Terminal() == n
+	})
+	if best := m.Snapshot(time.Now()).Best; best == nil || *best != n {
+		t.Errorf("best %v, want %d: the last result fed", best, n)
+	}
+	cancel()
+	<-d.Done()
+}

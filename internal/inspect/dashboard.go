@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/evoq/evoq/internal/cmdbase"
+	"github.com/evoq/evoq/internal/dashboard"
 	"github.com/sirupsen/logrus"
 )
 
@@ -46,7 +47,7 @@ func (c *dashboardCmd) Run(ctx context.Context, args []string) error {
 	log := logrus.New()
 	log.SetOutput(c.env.Stderr)
 	log.SetLevel(logrus.WarnLevel)
-	db, err := c.dash.Start(ctx, r.JS(), ri.ID, log)
+	db, err := c.dash.Start(ctx, r.JS(), ri.ID, dashboard.Options{}, log)
 	if err != nil {
 		return err
 	}
