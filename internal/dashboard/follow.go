@@ -22,7 +22,8 @@ const EveryDefault = time.Second
 // Follower reads one run's streams into a Model and publishes its
 // snapshots to a Hub.
 //
-// The results and reports are followed with nats.go ordered consumers:
+// The results (unless Fed) and reports are followed with nats.go ordered
+// consumers:
 // each is the follower's own, in memory, recreated from the next sequence
 // when it stalls (a broker restart), and removed by the broker once the
 // follower is gone (InactiveThreshold), so a reader's credential, which

@@ -3,7 +3,8 @@
 //
 // One Follower per process reads the run's streams once, in stream order,
 // into a Model built on runstate's fold (the same fold the controller and
-// `evoq replay` use), and a Hub hands each new snapshot to every open page
+// `evoq replay` use); in a controller's process the controller hands it
+// the results it folds instead (Options.Fed). A Hub hands each new snapshot to every open page
 // over server-sent events. A page costs one write of bytes already
 // encoded; ten pages cost what one does, plus the writes. Nothing is read
 // back from the history per page or per refresh.
