@@ -175,6 +175,7 @@ func TestDashboardInChromium(t *testing.T) {
 // sseSnapshot is the part of a dashboard snapshot the tests read.
 type sseSnapshot struct {
 	Evaluations int               `json:"evaluations"`
+	Results     int               `json:"results"`
 	Phase       string            `json:"phase"`
 	Controller  string            `json:"controller"`
 	Warnings    []string          `json:"warnings"`
@@ -375,5 +376,33 @@ func TestDashboardFrontAndCurves(t *testing.T) {
 	nextSnapshot(t, snaps, 2*time.Minute, "learning curves with a stopped one", func(v sseSnapshot) bool {
 		c := v.Charts["curves"]
 		return strings.Count(c, "<polyline") > 5 && strings.Contains(c, "stroke-dasharray") && strings.Contains(c, "<circle")
+	})
+}
+
+// TestDashboardResume: a run stopped and continued with --resume
+// --dashboard counts, on its page, the evaluations of before the stop (the
+// controller hands its dashboard the results it replays) and those after.
+func TestDashboardResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	args := []string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--run", "again", "--budget", "100000", "--init", "10", "--pool", "5",
+		"--slots", "2", "--evaluator", "sim", "--sim-mean", "0.02"}
+	first := background(t, args...)
+	waitLine(t, first, time.Minute, "msg=progress")
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.wait(t, time.Minute)
+	m := regexp.MustCompile(`interrupted after (\d+) of`).FindStringSubmatch(first.stderr.String())
+	if m == nil {
+		t.Fatalf("the first run did not say how far it got:\n%s", tail(first.stderr.String(), 3000))
+	}
+	before, _ := strconv.Atoi(m[1])
+	second := background(t, append(args, "--resume", "--dashboard", "127.0.0.1:0")...)
+	snaps := followSSE(t, dashboardURL(t, second))
+	// Every result of this run counts (sim, no failures), so the page's
+	// count is the stream's: the replayed results are on the page too.
+	nextSnapshot(t, snaps, 2*time.Minute, "the evaluations of before the stop and more, every stored result counted", func(v sseSnapshot) bool {
+		return v.Evaluations > before && v.Evaluations == v.Results
 	})
 }
