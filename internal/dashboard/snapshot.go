@@ -43,7 +43,7 @@ type SlotStrip struct {
 	Idle        int    `json:"idle"`
 	Quarantined int    `json:"quarantined"`
 	PerCell     int    `json:"per_cell"` // slots per cell
-	SVG         string `json:"svg"`
+	Cells       string `json:"cells"`    // one character a cell (see stripCells)
 }
 
 // HostRow is one host's workers and slots.
@@ -238,7 +238,7 @@ func (m *Model) strip(q []schema.QuarantinedSlot) SlotStrip {
 			s.Quarantined++
 		}
 	}
-	s.SVG = stripSVG(states, s.PerCell)
+	s.Cells = stripCells(states, s.PerCell)
 	return s
 }
 

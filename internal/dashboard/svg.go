@@ -23,14 +23,10 @@ const (
 	maxPoints      = 600 // points per series drawn; longer ones are thinned
 )
 
-// Colours, as the report's.
+// Colours, as the report's (the slot strip's are the page's, in app.js).
 var (
-	colBusy        = "#2ca02c"
-	colIdle        = "#e4e4e4"
-	colQuarantined = "#202020"
-	colGone        = "#ffbf80"
-	colLine        = "#1f77b4"
-	colStop        = "#d62728"
+	colLine = "#1f77b4"
+	colStop = "#d62728"
 )
 
 // scale maps data ranges to the plot area.
@@ -174,23 +170,17 @@ func frontChart(front []runstate.Member, o runstate.Objectives) string {
 	return b.String()
 }
 
-// stripSVG draws the slots as a heat strip, per slots to a cell. A cell of
-// one slot takes its state's colour; an aggregated cell is as green as
-// the share of its slots that are busy, and black when any is
-// quarantined.
-func stripSVG(states []slotState, per int) string {
+// stripCells writes the slots' states, per slots to a cell, as one
+// character a cell, which the page draws as a strip of squares: at
+// 10,000 slots an SVG of 400 cells would be most of each snapshot, sent
+// to every page every second. A cell is q when one of its slots is
+// quarantined, g when every slot's worker is gone, b when all are busy, i
+// when none is, and 1 to 9 when that many tenths of them (rounded, at
+// least one) are busy.
+func stripCells(states []slotState, per int) string {
 	cells := (len(states) + per - 1) / per
-	cols := min(cells, 50)
-	rows := 0
-	if cols > 0 {
-		rows = (cells + cols - 1) / cols
-	}
-	cw, ch := 10, 10
-	if cells <= 100 {
-		cw, ch = 16, 16 // few slots: cells large enough to point at
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" class="strip" width="%d" height="%d">`, max(cols*(cw+1), 1), max(rows*(ch+1), 1), max(cols*(cw+1), 1), max(rows*(ch+1), 1))
+	b.Grow(cells)
 	for c := range cells {
 		group := states[c*per : min(len(states), (c+1)*per)]
 		busy, q, gone := 0, 0, 0
@@ -204,20 +194,19 @@ func stripSVG(states []slotState, per int) string {
 				gone++
 			}
 		}
-		fill, state := colIdle, "idle"
 		switch {
 		case q > 0:
-			fill, state = colQuarantined, "quarantined"
+			b.WriteByte('q')
 		case gone == len(group):
-			fill, state = colGone, "gone"
+			b.WriteByte('g')
 		case busy == len(group):
-			fill, state = colBusy, "busy"
-		case busy > 0:
-			fill, state = fmt.Sprintf("rgba(44,160,44,%.2f)", 0.2+0.8*float64(busy)/float64(len(group))), "busy"
+			b.WriteByte('b')
+		case busy == 0:
+			b.WriteByte('i')
+		default:
+			tenths := min(9, max(1, int(math.Round(10*float64(busy)/float64(len(group))))))
+			b.WriteByte(byte('0' + tenths))
 		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" data-state="%s"><title>slots %d–%d: %d busy, %d quarantined</title></rect>`,
-			(c%cols)*(cw+1), (c/cols)*(ch+1), cw, ch, fill, state, c*per, c*per+len(group)-1, busy, q)
 	}
-	b.WriteString(`</svg>`)
 	return b.String()
 }

@@ -46,7 +46,7 @@ function show(v) {
   const s = v.slots;
   $("slot-counts").textContent = s.total + " slots: " + s.busy + " busy, " + s.idle + " idle, " + s.quarantined + " quarantined" +
     (s.per_cell > 1 ? " (each cell " + s.per_cell + " slots)" : "");
-  $("strip").innerHTML = s.svg;
+  strip(s.cells);
   const box = $("charts");
   for (const [name, svg] of Object.entries(v.charts)) {
     if (!charts[name]) {
@@ -72,6 +72,31 @@ function show(v) {
   document.body.dataset.evaluations = v.evaluations;
   document.body.dataset.quarantined = s.quarantined;
   $("updated").textContent = "last snapshot " + v.at;
+}
+
+// The slot strip comes as one character a cell (see stripCells in
+// svg.go): q quarantined, g worker gone, b busy, i idle, 1-9 tenths busy.
+const SVG = "http://www.w3.org/2000/svg";
+function strip(cells) {
+  const n = cells.length, cols = Math.min(n, 50), size = n <= 100 ? 16 : 10;
+  const svg = document.createElementNS(SVG, "svg");
+  const w = Math.max(cols * (size + 1), 1), h = Math.max(Math.ceil(n / Math.max(cols, 1)) * (size + 1), 1);
+  svg.setAttribute("width", w);
+  svg.setAttribute("height", h);
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  for (let i = 0; i < n; i++) {
+    const c = cells[i], r = document.createElementNS(SVG, "rect");
+    r.setAttribute("x", (i % cols) * (size + 1));
+    r.setAttribute("y", Math.floor(i / cols) * (size + 1));
+    r.setAttribute("width", size);
+    r.setAttribute("height", size);
+    const state = { q: "quarantined", g: "gone", b: "busy", i: "idle" }[c] || "busy";
+    r.setAttribute("data-state", state);
+    r.setAttribute("class", state);
+    if (c >= "1" && c <= "9") r.setAttribute("fill-opacity", (0.2 + 0.08 * Number(c)).toFixed(2));
+    svg.appendChild(r);
+  }
+  $("strip").replaceChildren(svg);
 }
 
 async function openDesign(seq, id) {
