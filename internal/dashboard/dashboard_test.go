@@ -319,3 +319,37 @@ func BenchmarkResult(b *testing.B) {
 		m.Result(uint64(i+1), t0, got, err)
 	}
 }
+
+// A worker whose slots idle while the budget has designs left is warned of
+// once it has idled IdleWarnAfter, not before, and no longer once busy.
+func TestIdleWarning(t *testing.T) {
+	t.Parallel()
+	m := testModel(t, 2, 4)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	idle := func(at time.Time, busy int) []string {
+		m.Workers([]schema.Presence{
+			{Run: "r", Worker: "w0", Host: "hw0", Slots: 4, Busy: 3, Done: 5, Interval: time.Hour, Quarantined: []int{0}},
+			{Run: "r", Worker: "w1", Host: "hw1", Slots: 4, Busy: busy, Done: 5, Interval: time.Hour},
+		}, []time.Time{at, at}, at)
+		var out []string
+		for _, w := range m.Snapshot(at).Warnings {
+			if strings.Contains(w, "idle slots") {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	if w := idle(t0, 1); len(w) != 0 {
+		t.Errorf("warned at once: %q", w)
+	}
+	if w := idle(t0.Add(IdleWarnAfter/2), 2); len(w) != 0 {
+		t.Errorf("warned before %s: %q", IdleWarnAfter, w)
+	}
+	w := idle(t0.Add(IdleWarnAfter), 1)
+	if len(w) != 1 || !strings.Contains(w[0], "worker w1 has 3 idle slots while the budget has") {
+		t.Errorf("after %s: %q, want worker w1's 3 idle slots (w0's quarantined slot is not idle)", IdleWarnAfter, w)
+	}
+	if w := idle(t0.Add(IdleWarnAfter+time.Second), 4); len(w) != 0 {
+		t.Errorf("warned of a worker busy again: %q", w)
+	}
+}

@@ -163,6 +163,11 @@ func (f *Follower) tick(ctx context.Context, r *history.Reader, run string) {
 	default:
 		m.Lease(lv.Lease.Holder, lv.Lease.Host, lv.Live(), true)
 	}
+	if c, err := f.JS.Consumer(ctx, schema.DesignStream, schema.ConsumerName(run)); err == nil {
+		if info, err := c.Info(ctx); err == nil {
+			m.Queue(int(info.NumPending))
+		}
+	}
 	now := f.Now()
 	if ps, err := r.Presence(ctx, run); err == nil {
 		pres := make([]schema.Presence, len(ps))

@@ -76,6 +76,10 @@ type Model struct {
 	workers map[string]*worker
 	lease   *leaseState
 	rates   []rateMark
+	queued  int // designs waiting on the work queue, as last read
+	// idleSince is when each worker was first seen idle while there was
+	// work, in an unbroken run of ticks.
+	idleSince map[string]time.Time
 	// changed counts every change; a snapshot is encoded only when it
 	// moved.
 	changed uint64
@@ -256,6 +260,46 @@ func (m *Model) Lease(holder, host string, live, read bool) {
 	defer m.mu.Unlock()
 	m.changed++
 	m.lease = &leaseState{holder: holder, host: host, live: live, read: read}
+}
+
+// Queue takes in the number of designs waiting on the work queue.
+func (m *Model) Queue(queued int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queued = queued
+}
+
+// IdleWarnAfter is how long a worker's slots must idle while there is
+// work before the page warns of it: the controller's --idle-alarm
+// default, so that a slot between two designs is not news.
+const IdleWarnAfter = 30 * time.Second
+
+// idleWarnings are the workers whose slots have idled, while designs wait
+// or the budget has designs left, for IdleWarnAfter (runstate.IdleWorkers
+// judges each tick, as evoq status does).
+func (m *Model) idleWarnings(now time.Time) []string {
+	var loads []runstate.WorkerLoad
+	for _, id := range m.workerIDs() {
+		w := m.workers[id]
+		loads = append(loads, runstate.WorkerLoad{Worker: id, Slots: w.p.Slots - len(w.p.Quarantined), Busy: w.p.Busy, Live: w.live, Evaluations: int(w.p.Done)})
+	}
+	open := m.rec != nil && (m.rec.Phase == schema.PhaseRunning || m.rec.Phase == schema.PhaseStarting)
+	idle := runstate.IdleWorkers(loads, runstate.QueueFigures{Queued: m.queued},
+		runstate.BudgetFigures{Budget: m.fold.Tally().Budget(), Done: m.fold.Terminal(), Open: open})
+	since := map[string]time.Time{}
+	var out []string
+	for _, w := range idle {
+		t, ok := m.idleSince[w.Worker]
+		if !ok {
+			t = now
+		}
+		since[w.Worker] = t
+		if now.Sub(t) >= IdleWarnAfter {
+			out = append(out, fmt.Sprintf("%s (for %s)", w, now.Sub(t).Round(time.Second)))
+		}
+	}
+	m.idleSince = since
+	return out
 }
 
 // Changes counts the model's changes, so that a publisher encodes a

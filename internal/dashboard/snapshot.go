@@ -105,7 +105,7 @@ func (m *Model) Snapshot(now time.Time) View {
 	}
 	v.Controller = m.controllerText()
 	quarantined := runstate.QuarantinedOf(f.Tally())
-	v.Warnings = m.warnings(quarantined)
+	v.Warnings = m.warnings(quarantined, m.idleWarnings(now))
 	v.Slots = m.strip(quarantined)
 	v.Hosts = m.hosts(quarantined)
 	v.Pool = poolRowsOf(f.Pool().Members())
@@ -156,9 +156,9 @@ func (m *Model) controllerText() string {
 	}
 }
 
-// warnings are the run's recorded warnings, its workers', its quarantined
-// slots and a controller that is gone, most urgent first.
-func (m *Model) warnings(q []schema.QuarantinedSlot) []string {
+// warnings are a controller that is gone, the quarantined slots, the
+// idle ones, the run's recorded warnings and its workers', in that order.
+func (m *Model) warnings(q []schema.QuarantinedSlot, idle []string) []string {
 	var out []string
 	if m.lease != nil && (!m.lease.read || m.lease.holder != "" && !m.lease.live && (m.rec == nil || m.rec.Phase != schema.PhaseDone)) {
 		out = append(out, m.controllerText())
@@ -166,6 +166,7 @@ func (m *Model) warnings(q []schema.QuarantinedSlot) []string {
 	for _, s := range q {
 		out = append(out, fmt.Sprintf("slot %d of worker %s (host %s) quarantined after %d failures: %s", s.Slot, s.Worker, s.Host, s.Failures, clip(s.LastError, 160)))
 	}
+	out = append(out, idle...)
 	if m.rec != nil {
 		out = append(out, m.rec.Warnings...)
 	}
