@@ -289,6 +289,9 @@ func TestDashboardWithReaderCredential(t *testing.T) {
 	reader := filepath.Join(dir, "run-reader.json")
 	waitConnectFile(t, reader, ctl)
 	background(t, "worker", "--connect", cfPath, "--slots", "3", "--evaluator", "sim", "--sim-mean", "0.05")
+	// The connect files come before the run's record; like every reader,
+	// evoq dashboard needs the run to be there.
+	waitLine(t, ctl, time.Minute, "work queue ready")
 	dash := background(t, "dashboard", "--connect", reader, "--dashboard", "127.0.0.1:0")
 	snaps := followSSE(t, dashboardURL(t, dash))
 	// The controller's embedded broker goes with it at the run's end, so
