@@ -123,4 +123,7 @@ function lost(why) {
 }
 
 $("design-close").addEventListener("click", () => { $("design").hidden = true; });
+// The token, once given, lives in a cookie: keep it out of the address
+// bar, the history and a screenshot of the page.
+if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname);
 connect();
