@@ -116,6 +116,9 @@ func (c *Controller) apply(m resultMsg) {
 	if !c.current(m) {
 		return
 	}
+	if c.cfg.OnResult != nil {
+		c.cfg.OnResult(m.seq, m.res, m.err)
+	}
 	v := c.fold.Apply(m.res, m.err)
 	c.judge(m, v)
 	if v != runstate.Malformed {
