@@ -118,6 +118,20 @@ func TestRunExtend(t *testing.T) {
 	if !strings.Contains(r.stdout, "changed: budget 40 -> 80") || !strings.Contains(r.stdout, "(run extend)") {
 		t.Errorf("status does not show the raised budget and who raised it:\n%s", r.stdout)
 	}
+	// Replay reads the raised budget from the record and rebuilds the
+	// pool the controller ended with.
+	r = evoq(t, time.Minute, "replay", "--nats", url, "--run", "ex", "--json")
+	var rp struct {
+		Budget      int    `json:"budget"`
+		Evaluations int    `json:"evaluations"`
+		PoolDigest  string `json:"pool_digest"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rp); err != nil || r.code != 0 {
+		t.Fatalf("replay --json: exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+	if rp.Budget != 80 || rp.Evaluations != 80 || rp.PoolDigest != s.PoolDigest {
+		t.Errorf("replay: budget %d, %d evaluations, pool digest %s; want 80, 80 and the run's %s", rp.Budget, rp.Evaluations, rp.PoolDigest, s.PoolDigest)
+	}
 	_ = brk.cmd.Process.Signal(os.Interrupt)
 	_ = brk.wait(t, 30*time.Second)
 	checkDesigns(t, readResults(t, dir, "ex"), 80)
