@@ -35,14 +35,15 @@ func (c *Controller) startExtends() error {
 		if err == nil && e.Run != c.cfg.Run {
 			err = fmt.Errorf("a request for run %q on run %q's subject", e.Run, c.cfg.Run)
 		}
+		// The refusals here leave out the run's limits: the loop owns them.
 		if err != nil {
-			c.answerExtend(m, &schema.ExtendReply{Refused: "the request does not decode: " + err.Error()})
+			c.reply(m, &schema.ExtendReply{Refused: "the request does not decode: " + err.Error()})
 			return
 		}
 		select {
 		case c.extends <- extendReq{msg: m, e: e}:
 		default:
-			c.answerExtend(m, &schema.ExtendReply{Refused: "the controller has requests waiting; try again in a moment"})
+			c.reply(m, &schema.ExtendReply{Refused: "the controller has requests waiting; try again in a moment"})
 		}
 	})
 	if err != nil {
@@ -70,10 +71,17 @@ func (c *Controller) stopExtends() {
 }
 
 // answerExtend sends rep, with the run's limits now, to the request m.
+// Only the loop calls it, or Run once the loop is over: the limits are
+// theirs.
 func (c *Controller) answerExtend(m *nats.Msg, rep *schema.ExtendReply) {
-	rep.Run, rep.At = c.cfg.Run, c.cfg.Now()
 	rep.Budget = c.cfg.Budget - c.madeUp
 	rep.TimeBudget, rep.Deadline = c.cfg.TimeBudget, c.cfg.Deadline
+	c.reply(m, rep)
+}
+
+// reply sends rep to the request m.
+func (c *Controller) reply(m *nats.Msg, rep *schema.ExtendReply) {
+	rep.Run, rep.At = c.cfg.Run, time.Now()
 	if b, err := schema.EncodeExtendReply(rep); err == nil {
 		_ = m.Respond(b)
 	}
