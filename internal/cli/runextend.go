@@ -40,6 +40,10 @@ func (c *runExtendCmd) flagSet() *flag.FlagSet {
 	return fs
 }
 
+// ExtendConnectWait bounds how long run extend tries to reach the run's
+// broker.
+const ExtendConnectWait = 20 * time.Second
+
 func (c *runExtendCmd) Run(ctx context.Context, args []string) error {
 	fs := c.flagSet()
 	if err := parse(fs, args); err != nil {
@@ -58,11 +62,15 @@ func (c *runExtendCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute+controller.ExtendWait)
+	// A live run's broker answers at once; one that does not is most
+	// likely not the run's.
+	cctx, cancel := context.WithTimeout(ctx, ExtendConnectWait)
 	defer cancel()
-	if err := s.waitConnected(ctx, log); err != nil {
+	if err := s.waitConnected(cctx, log); err != nil {
 		return err
 	}
+	ctx, cancel = context.WithTimeout(ctx, time.Minute+controller.ExtendWait)
+	defer cancel()
 	rep, err := c.ask(ctx, s)
 	if err != nil {
 		return err
