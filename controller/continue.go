@@ -53,7 +53,9 @@ import (
 //     controller and `evoq replay` alike.
 //   - TimeBudget: a restart that leaves it out, or gives the recorded
 //     one while its deadline is ahead, keeps the recorded deadline (a
-//     controller restarted within its allocation). Any other given value
+//     controller restarted within its allocation); so does one that gives
+//     less than a time budget `evoq run extend` raised (a requeued job's
+//     own flags), as a smaller Budget keeps a budget it raised. Any other given value
 //     starts a new time budget from now, as a job continuing the run in a
 //     new allocation wants; the new deadline is recorded as a change.
 //
@@ -289,6 +291,11 @@ func continueBudget(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 	case cfg.Budget == 0:
 		cfg.Budget = rec.Budget
 		k.Taken = append(k.Taken, fmt.Sprintf("budget=%d", rec.Budget))
+	case cfg.Budget < own && extended(rec, "budget"):
+		// A job requeued with the flags it was submitted with gives the
+		// budget that `evoq run extend` raised since: the raise stands.
+		k.Taken = append(k.Taken, fmt.Sprintf("budget=%d (raised by run extend; --budget %d is below it)", own, cfg.Budget))
+		cfg.Budget = rec.Budget
 	case cfg.Budget < own:
 		return &SettingError{Field: "Budget", Recorded: fmt.Sprint(own), Given: fmt.Sprint(cfg.Budget),
 			Why: "a budget can grow mid-run but not shrink, since designs beyond the smaller one may be published already (stop the run instead)"}
@@ -568,6 +575,12 @@ func continueStopRule(rec *schema.Run, cfg *Config, k *Continuation, now time.Ti
 		if rec.TimeBudget > 0 {
 			k.Taken = append(k.Taken, "time_budget="+rec.TimeBudget.String(), "deadline="+rec.Deadline.UTC().Format(time.RFC3339))
 		}
+	case cfg.TimeBudget < rec.TimeBudget && extended(rec, "time_budget") && now.Before(rec.Deadline):
+		// As the budget: the flags a job was submitted with do not undo
+		// a raise by `evoq run extend` while its deadline is ahead.
+		k.Taken = append(k.Taken, "time_budget="+rec.TimeBudget.String()+" (raised by run extend; --time-budget "+cfg.TimeBudget.String()+" is below it)",
+			"deadline="+rec.Deadline.UTC().Format(time.RFC3339))
+		cfg.TimeBudget, cfg.Deadline = rec.TimeBudget, rec.Deadline
 	default:
 		cfg.Deadline = now.Add(cfg.TimeBudget)
 		k.Changes = append(k.Changes, schema.Change{At: now, Setting: "deadline", From: deadlineText(rec.Deadline), To: deadlineText(cfg.Deadline)})
@@ -579,4 +592,15 @@ func deadlineText(t time.Time) string {
 		return "none"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// extended reports whether `evoq run extend` raised setting of the run
+// since it last changed otherwise: its last change in rec is one.
+func extended(rec *schema.Run, setting string) bool {
+	for i := len(rec.Changes) - 1; i >= 0; i-- {
+		if ch := rec.Changes[i]; ch.Setting == setting {
+			return ch.Via == schema.ViaExtend
+		}
+	}
+	return false
 }

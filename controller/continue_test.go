@@ -386,3 +386,50 @@ func TestContinueEvaluator(t *testing.T) {
 		})
 	}
 }
+
+// A restart given the limits a run was started with keeps the ones `evoq
+// run extend` raised since (a requeued job passes its first flags), while
+// a budget below a raise made by a restart is still refused.
+func TestContinueKeepsExtended(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Hour)
+	tests := []struct {
+		name       string
+		via        string
+		given      Config
+		budget     int           // continued with; 0: refused
+		timeBudget time.Duration // continued with
+		deadline   time.Time
+	}{
+		{"the first flags after run extend", schema.ViaExtend, Config{Budget: 300, TimeBudget: time.Hour}, 400, 2 * time.Hour, deadline},
+		{"a larger budget than run extend's", schema.ViaExtend, Config{Budget: 500}, 500, 2 * time.Hour, deadline},
+		{"a longer time budget than run extend's", schema.ViaExtend, Config{TimeBudget: 3 * time.Hour}, 400, 3 * time.Hour, now.Add(3 * time.Hour)},
+		{"the first budget after a restart's raise", "", Config{Budget: 300}, 0, 0, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recorded(t)
+			rec.Budget, rec.TimeBudget, rec.Deadline = 400, 2*time.Hour, deadline
+			rec.Changes = []schema.Change{{At: now, Setting: "budget", From: "300", To: "400", Via: tt.via},
+				{At: now, Setting: "time_budget", From: "1h0m0s", To: "2h0m0s", Via: tt.via}}
+			given := tt.given
+			given.Run = "x"
+			cfg, _, err := resolve(rec, given, func() time.Time { return now })
+			if tt.budget == 0 {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Field != "Budget" {
+					t.Fatalf("resolve = %v; want a SettingError on Budget", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Budget != tt.budget || cfg.TimeBudget != tt.timeBudget || !cfg.Deadline.Equal(tt.deadline) {
+				t.Errorf("budget %d, time budget %s, deadline %s; want %d, %s, %s", cfg.Budget, cfg.TimeBudget, cfg.Deadline, tt.budget, tt.timeBudget, tt.deadline)
+			}
+		})
+	}
+}

@@ -105,6 +105,10 @@ type Controller struct {
 	stopper *stopper
 	// ckpt applies the checkpoint store's rule (see checkpoints.go).
 	ckpt *ckptTracker
+	// extends are the requests of `evoq run extend` waiting for the loop
+	// (see extend.go); stopExtendsSub ends their subscription.
+	extends        chan extendReq
+	stopExtendsSub func()
 }
 
 // New returns a controller; Run runs the search. Settings cfg leaves
@@ -167,6 +171,12 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	if err := c.startWatches(ctx); err != nil {
 		return nil, err
 	}
+	if err := startRetry(ctx, c.log, "take run extend requests", c.startExtends); err != nil {
+		return nil, err
+	}
+	// Requests that come once the loop is over are answered that the run
+	// has ended: raising its limits then would change nothing.
+	defer c.stopExtends()
 	if err := c.startStopper(ctx); err != nil {
 		return nil, err
 	}
@@ -185,8 +195,12 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 		if err := c.waitSlots(ctx); err != nil {
 			return nil, err
 		}
-		if err := c.loop(ctx); err != nil {
+		err := c.loop(ctx)
+		if err != nil {
 			c.recordInterrupted(ctx)
+		}
+		c.stopExtends()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -462,6 +476,8 @@ func (c *Controller) awaitSlots(ctx context.Context) {
 		select {
 		case ev := <-c.presence:
 			c.onPresence(ctx, ev)
+		case r := <-c.extends:
+			c.onExtend(ctx, r)
 		case <-tick.C:
 			c.warnNoSlot(ctx, c.cfg.Now())
 		case <-deadline.C:

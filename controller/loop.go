@@ -204,6 +204,8 @@ func (c *Controller) step(ctx context.Context, tick <-chan time.Time) error {
 		c.drainResults()
 	case ev := <-c.presence:
 		c.onPresence(ctx, ev)
+	case r := <-c.extends:
+		c.onExtend(ctx, r)
 	case seq := <-c.lost:
 		if err := c.recordLost(ctx, seq); err != nil {
 			c.log.WithError(err).Error("recording a lost design failed")

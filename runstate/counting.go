@@ -81,14 +81,16 @@ func (v Verdict) String() string {
 //
 // The budget is the controller's Config.Budget, which the run's record
 // (schema.Run.Budget) holds from the moment that controller starts, before
-// it reads a result; tools take it from the record. A budget only grows,
-// and only a restart raises it. That leaves one edge: a foreign result
-// whose seq lies between the old budget and the raised one, stored before
-// the raise, was Foreign to the controller that ran then, and counts after
-// the restart that raised the budget, for the restarted controller and
-// every tool alike, since they all read the raised budget. A pool digest
-// logged before the raise can then differ from a replay of the same
-// results after it.
+// it reads a result; tools take it from the record. A budget only grows:
+// a restart raises it, and so does `evoq run extend` on a live run, which
+// the controller records first and then applies to its tally (Raise),
+// between two results. That leaves one edge: a foreign result whose seq
+// lies between the old budget and the raised one, stored before the
+// raise, was Foreign to the controller that ran then, and counts after the
+// raise for a restarted controller and every tool alike, since they all
+// read the raised budget. A pool digest logged before the raise can then
+// differ from a replay of the same results after it. No worker publishes
+// such a result: a design beyond the budget is never published.
 //
 // The same pass keeps the health of every slot (see Rules.QuarantineAfter
 // and SlotEvents), which a restart and the tools rebuild the same way.
@@ -269,6 +271,15 @@ func (t *Tally) CountedUpTo(seq uint64) int {
 
 // Run is the run whose results the tally judges.
 func (t *Tally) Run() string { return t.run }
+
+// Raise raises the tally's budget to budget, which the run's record holds
+// already (see `evoq run extend`); a smaller one changes nothing, since a
+// budget only grows. Results judged before keep their verdicts.
+func (t *Tally) Raise(budget int) {
+	if budget > 0 && uint64(budget) > t.budget {
+		t.budget = uint64(budget)
+	}
+}
 
 // Budget is the budget the tally bounds the run's designs with.
 func (t *Tally) Budget() int { return int(t.budget) }

@@ -103,3 +103,23 @@ func TestFoldIgnoresWhatDoesNotCount(t *testing.T) {
 			f.Terminal(), f.Count(schema.StatusOK), f.MaxSeq(), f.Best().Fitness)
 	}
 }
+
+// TestTallyRaise checks that a raised budget owns the seqs up to it from
+// the next result on, and that a smaller one changes nothing.
+func TestTallyRaise(t *testing.T) {
+	t.Parallel()
+	tl := NewTally("t", 2, Rules{})
+	if v := tl.Judge(result(3, schema.StatusOK, 1), nil); v != Foreign {
+		t.Fatalf("seq 3 of a budget of 2: %s, want foreign", v)
+	}
+	tl.Raise(4)
+	tl.Raise(3)
+	if tl.Budget() != 4 {
+		t.Fatalf("budget after Raise(4) and Raise(3) = %d, want 4", tl.Budget())
+	}
+	for seq, want := range map[uint64]Verdict{3: Counted, 4: Counted, 5: Foreign} {
+		if v := tl.Judge(result(seq, schema.StatusOK, 1), nil); v != want {
+			t.Errorf("seq %d after the raise: %s, want %s", seq, v, want)
+		}
+	}
+}

@@ -183,6 +183,60 @@ func (c *Control) Validate() error {
 	return nil
 }
 
+// EncodeExtend stamps the schema version on e, validates and encodes it.
+func EncodeExtend(e *Extend) ([]byte, error) {
+	e.V = Version
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return Marshal(e)
+}
+
+// DecodeExtend decodes and validates a request to raise a run's limits.
+func DecodeExtend(b []byte) (*Extend, error) {
+	e := new(Extend)
+	if err := unmarshal(b, e, "extend"); err != nil {
+		return nil, err
+	}
+	return e, e.Validate()
+}
+
+// Validate checks every field of e: a run, and at least one limit, none
+// negative.
+func (e *Extend) Validate() error {
+	if err := ValidToken(e.Run); err != nil {
+		return invalid("extend", "run", "%v", err)
+	}
+	if e.Budget < 0 {
+		return invalid("extend", "budget", "%d < 0", e.Budget)
+	}
+	if e.TimeBudget < 0 {
+		return invalid("extend", "time_budget_ns", "%d < 0", e.TimeBudget)
+	}
+	if e.Budget == 0 && e.TimeBudget == 0 {
+		return invalid("extend", "budget", "neither a budget nor a time budget")
+	}
+	return nil
+}
+
+// EncodeExtendReply stamps the schema version on r and encodes it.
+func EncodeExtendReply(r *ExtendReply) ([]byte, error) {
+	r.V = Version
+	return Marshal(r)
+}
+
+// DecodeExtendReply decodes a controller's answer to an Extend.
+func DecodeExtendReply(b []byte) (*ExtendReply, error) {
+	r := new(ExtendReply)
+	if err := unmarshal(b, r, "extend reply"); err != nil {
+		return nil, err
+	}
+	if err := ValidToken(r.Run); err != nil {
+		return nil, invalid("extend reply", "run", "%v", err)
+	}
+	return r, nil
+}
+
 // EncodeLease validates and encodes a controller's lease.
 func EncodeLease(l *Lease) ([]byte, error) {
 	l.V = Version

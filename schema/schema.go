@@ -392,12 +392,48 @@ const (
 	StopInterrupted StopReason = "interrupted" // its controller was stopped before the end
 )
 
-// Change is one setting of a run changed by a restarted controller.
+// Change is one setting of a run changed by a restarted controller, or
+// by `evoq run extend` on a live one (Via).
 type Change struct {
 	At      time.Time `msgpack:"at" json:"at"`
 	Setting string    `msgpack:"setting" json:"setting"`
 	From    string    `msgpack:"from" json:"from"`
 	To      string    `msgpack:"to" json:"to"`
+	// Via says what changed it when not a restart: ViaExtend.
+	Via string `msgpack:"via,omitempty" json:"via,omitempty"`
+}
+
+// ViaExtend marks a change made by `evoq run extend` (see Extend).
+const ViaExtend = "run extend"
+
+// Extend asks a run's live controller to raise its limits, with a plain
+// NATS request on ExtendSubject(run); the controller answers with an
+// ExtendReply once the raised limits are in the run's record, or with the
+// reason it refused. Zero fields are left as they are.
+type Extend struct {
+	V   int    `msgpack:"v" json:"v"`
+	Run string `msgpack:"run" json:"run"`
+	// Budget is the run's new budget, in designs: more than its budget
+	// now (made-up designs of a failed start stay on top of it).
+	Budget int `msgpack:"budget,omitempty" json:"budget,omitempty"`
+	// TimeBudget is the run's new time budget, counted from its first
+	// start as the one it replaces: longer than that one.
+	TimeBudget time.Duration `msgpack:"time_budget_ns,omitempty" json:"time_budget_ns,omitempty"`
+	Sent       time.Time     `msgpack:"sent" json:"sent"`
+}
+
+// ExtendReply is a controller's answer to an Extend: the run's limits
+// after it (raised or not), and Refused when it raised nothing.
+type ExtendReply struct {
+	V          int           `msgpack:"v" json:"v"`
+	Run        string        `msgpack:"run" json:"run"`
+	Budget     int           `msgpack:"budget" json:"budget"`
+	TimeBudget time.Duration `msgpack:"time_budget_ns,omitempty" json:"time_budget_ns,omitempty"`
+	Deadline   time.Time     `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
+	// Refused says why nothing was raised, naming the flag; "" when the
+	// limits asked for are recorded.
+	Refused string    `msgpack:"refused,omitempty" json:"refused,omitempty"`
+	At      time.Time `msgpack:"at" json:"at"`
 }
 
 // Lease says which controller runs a run; it is kept in LeaseBucket under

@@ -1088,3 +1088,26 @@ func TestResultNodeFieldsOptional(t *testing.T) {
 		t.Fatalf("result with a key this build does not know: %+v, %v; want it decoded, the key skipped", r, err)
 	}
 }
+
+func TestExtendRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := &schema.Extend{Run: "r1", Budget: 80, TimeBudget: 2 * time.Hour, Sent: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	b, err := schema.EncodeExtend(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := schema.DecodeExtend(b)
+	if err != nil || got.V != schema.Version || got.Budget != 80 || got.TimeBudget != 2*time.Hour || !got.Sent.Equal(e.Sent) {
+		t.Fatalf("DecodeExtend = %+v, %v; want %+v", got, err, e)
+	}
+	for name, bad := range map[string]*schema.Extend{
+		"no limit":               {Run: "r1"},
+		"a negative budget":      {Run: "r1", Budget: -1},
+		"a negative time":        {Run: "r1", TimeBudget: -time.Second},
+		"a run that is no token": {Run: "r 1", Budget: 5},
+	} {
+		if _, err := schema.EncodeExtend(bad); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+}

@@ -19,6 +19,7 @@ const (
 	ConsumerPrefix = "evoq-workers-" // + run ID: the durable pull consumer of a run
 	AlertPrefix    = "evoq.alert."   // + run ID: plain NATS alerts from workers, not stored
 	ControlPrefix  = "evoq.control." // + run ID + "." + worker ID: plain NATS orders to a worker, not stored
+	ExtendPrefix   = "evoq.extend."  // + run ID: plain NATS requests to raise a live run's limits (Extend)
 )
 
 // MaxTokenLen bounds run and worker IDs.
@@ -42,6 +43,10 @@ func ControlSubject(run, worker string) string { return ControlPrefix + run + ".
 // AlertStoreFull is the body of the alert a worker sends when the broker
 // refuses its result for lack of room.
 const AlertStoreFull = "store_full"
+
+// ExtendSubject is where `evoq run extend` asks run's controller to raise
+// its limits.
+func ExtendSubject(run string) string { return ExtendPrefix + run }
 
 // ConsumerName is the durable pull consumer that the workers of run share.
 func ConsumerName(run string) string { return ConsumerPrefix + run }

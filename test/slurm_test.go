@@ -37,7 +37,7 @@ const slurmPartition = "evoqtest"
 // templateVars are the settings at the top of the batch template; the test
 // sets the ones it needs and keeps the others out of the job's environment.
 var templateVars = []string{"EVOQ", "RUN", "STORE", "SPACE", "EVAL", "PERSISTENT", "BUDGET", "INIT", "POOL", "GPUS", "SLOTS",
-	"WAIT_SLOTS", "WAIT_FOR_RUN", "PORT", "IFACE", "NODES", "GPUS_PER_NODE", "WALLTIME", "CREDENTIAL_EXPIRY"}
+	"WAIT_SLOTS", "WAIT_FOR_RUN", "PORT", "IFACE", "NODES", "GPUS_PER_NODE", "WALLTIME", "CREDENTIAL_EXPIRY", "DRAIN_TIMEOUT", "REQUEUE_AT_END"}
 
 // The Slurm batch template under a real one-node Slurm (slurmctld, slurmd
 // and munged started by the test): two jobs in one directory, each with

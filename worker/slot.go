@@ -113,6 +113,14 @@ func (w *Worker) handle(s *slotState, msg design) {
 		w.cancelled(s, msg, d, attempt, start)
 		return
 	}
+	if !handBack && w.stoppedWithJob(res) {
+		stopProgress()
+		files.discard()
+		s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt, "signal": res.Signal}).
+			Info("the evaluator was stopped with the job; design handed back for another try, not counted as a failure")
+		_ = msg.Nak()
+		return
+	}
 	if handBack {
 		stopProgress()
 		files.discard()

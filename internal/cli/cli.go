@@ -62,7 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	drains := map[string]bool{"run": true, "controller": true, "worker": true, "broker": true}[args[0]]
-	ctx, force, stop := signalContext(ctx, stderr, drains)
+	ctx, force, stop := signalContext(ctx, stderr, drains, args[0] == "worker")
 	defer stop()
 	env.Force = force
 	err := e.make(env).Run(ctx, args[1:])
@@ -113,22 +113,42 @@ func usage(w io.Writer) {
 // signalContext is cancelled on the first SIGINT or SIGTERM, which asks for
 // a drain; the second cancels force, which stops at once. A command that
 // has not returned ForceGrace after that is ended.
-func signalContext(parent context.Context, stderr io.Writer, drains bool) (ctx, force context.Context, stop func()) {
+//
+// SIGUSR1 is a batch system's warning that the job ends soon (Slurm's
+// --signal, LSF's -wa): for a worker (warnDrains) it is a drain like the
+// first SIGTERM, which srun forwards to its tasks where SIGTERM would end
+// the step at once; the commands that drain otherwise (controller, run,
+// broker) log it and go on, since the run outlives the allocation, where
+// Go's default would end the process and its embedded broker.
+func signalContext(parent context.Context, stderr io.Writer, drains, warnDrains bool) (ctx, force context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(parent)
 	force, forceCancel := context.WithCancel(parent)
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	warned := make(chan os.Signal, 1)
+	if drains {
+		signal.Notify(warned, syscall.SIGUSR1)
+	}
 	go func() {
-		select {
-		case s := <-ch:
-			if drains {
-				fmt.Fprintf(stderr, "evoq: %s: draining; send it again to stop at once\n", s)
-			} else {
-				fmt.Fprintf(stderr, "evoq: %s: stopping\n", s)
+		for {
+			select {
+			case s := <-warned:
+				if !warnDrains {
+					fmt.Fprintf(stderr, "evoq: %s: the batch system warns that the job ends soon; the workers leave, this process goes on\n", s)
+					continue
+				}
+				fmt.Fprintf(stderr, "evoq: %s: the batch system warns that the job ends soon: draining; SIGTERM stops at once\n", s)
+			case s := <-ch:
+				if drains {
+					fmt.Fprintf(stderr, "evoq: %s: draining; send it again to stop at once\n", s)
+				} else {
+					fmt.Fprintf(stderr, "evoq: %s: stopping\n", s)
+				}
+			case <-ctx.Done():
+				return
 			}
 			cancel()
-		case <-ctx.Done():
-			return
+			break
 		}
 		select {
 		case s := <-ch:
@@ -140,7 +160,7 @@ func signalContext(parent context.Context, stderr io.Writer, drains bool) (ctx, 
 		time.Sleep(ForceGrace)
 		os.Exit(130)
 	}()
-	return ctx, force, func() { signal.Stop(ch); cancel(); forceCancel() }
+	return ctx, force, func() { signal.Stop(ch); signal.Stop(warned); cancel(); forceCancel() }
 }
 
 // ForceGrace is how long a command has to stop after the second signal.

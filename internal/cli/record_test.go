@@ -120,6 +120,7 @@ func TestEveryFlagRecordedOrReviewed(t *testing.T) {
 		"run":        (&runCmd{controllerCmd: controllerCmd{env: env}}).flagSet(),
 		"controller": (&controllerCmd{env: env}).flagSet(),
 		"worker":     (&workerCmd{env: env}).flagSet(),
+		"run extend": (&runExtendCmd{env: env}).flagSet(),
 	}
 	seen := map[string]bool{}
 	for cmd, fs := range sets {

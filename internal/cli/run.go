@@ -43,6 +43,9 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "delete" {
 		return (&runDeleteCmd{env: c.env}).Run(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "extend" {
+		return (&runExtendCmd{env: c.env}).Run(ctx, args[1:])
+	}
 	if len(args) > 0 && args[0] == "revoke" {
 		return (&runRevokeCmd{env: c.env}).Run(ctx, args[1:])
 	}

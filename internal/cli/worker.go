@@ -53,7 +53,7 @@ func (c *workerCmd) flagSet() *flag.FlagSet {
 	fs.StringVar(&c.run, "run", "", "run ID (default: the only run in progress on the broker)")
 	fs.StringVar(&c.w.id, "id", "", "worker ID (default: <host>-<pid>)")
 	fs.StringVar(&c.host, "host", "", "host name recorded in results and heartbeats, by which failures are charged to a node (default: the machine's host name; set it where nodes share one, as containers may)")
-	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM, time running evaluations get to finish before their designs are handed back")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", DrainTimeoutDefault, "on SIGTERM (or a batch system's SIGUSR1 warning), time running evaluations get to finish before their designs are handed back")
 	fs.DurationVar(&c.waitForRun, "wait-for-run", 0, "give up, exit 1, when the run has not started on the broker after this long (0: wait for ever)")
 	return fs
 }

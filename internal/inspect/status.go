@@ -53,7 +53,7 @@ type runStatus struct {
 	// Retried are failed attempts the run retried elsewhere.
 	Retried int `json:"retried"`
 	// Settings are the search settings the run records, as name=value;
-	// Changes the ones restarts changed on purpose.
+	// Changes the ones restarts and run extend changed on purpose.
 	Settings []string        `json:"settings"`
 	Changes  []schema.Change `json:"changes,omitempty"`
 	// EarlyStop is the run's early-stopping rule; nil: none. The text
@@ -427,7 +427,11 @@ func (st *runStatus) print(env cmdbase.Env) {
 		fmt.Fprintf(env.Stdout, "settings: %s\n", strings.Join(st.Settings, " "))
 	}
 	for _, ch := range st.Changes {
-		fmt.Fprintf(env.Stdout, "changed: %s %s -> %s at %s\n", ch.Setting, ch.From, ch.To, ch.At.Local().Format(time.DateTime))
+		via := ""
+		if ch.Via != "" {
+			via = " (" + ch.Via + ")"
+		}
+		fmt.Fprintf(env.Stdout, "changed: %s %s -> %s at %s%s\n", ch.Setting, ch.From, ch.To, ch.At.Local().Format(time.DateTime), via)
 	}
 	if l := st.Controller; l != nil {
 		fmt.Fprintf(env.Stdout, "controller: pid %d on %s since %s%s\n", l.PID, l.Host, l.Since.Local().Format(time.DateTime), st.goneText())
