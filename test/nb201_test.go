@@ -1,0 +1,65 @@
+package test
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/internal/nb201"
+)
+
+// A run of the nb201 lookup with noise, SIGKILLed and continued with
+// --resume and no other flag, keeps the recorded noise: every design of
+// both halves scores its cell's accuracy plus noise, never the bare
+// table value, and the noise has the spread asked for. --nb201-noise
+// with another evaluator is refused, naming the flag.
+func TestNB201ResumeKeepsNoise(t *testing.T) {
+	t.Parallel()
+	bad := evoq(t, time.Minute, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--evaluator", "sim", "--nb201-noise", "0.5")
+	if bad.code == 0 || !strings.Contains(bad.stderr, "--nb201-noise goes with --evaluator nb201") {
+		t.Errorf("--nb201-noise with the sim evaluator: exit %d\n%s", bad.code, tail(bad.stderr, 2000))
+	}
+
+	store := filepath.Join(t.TempDir(), "store")
+	const budget = 20000
+	first := background(t, "run", "--run", "nb", "--dir", store, "--listen", "127.0.0.1:0", "--evaluator", "nb201",
+		"--nb201-noise", "0.5", "--budget", "20000", "--slots", "2", "--progress", "200ms", "--log-level", "info")
+	waitShowing(t, time.Minute, func() bool { return evaluationsSoFar(first.stderr.String()) >= 50 },
+		func() string { return first.stderr.String() })
+	_ = first.cmd.Process.Signal(syscall.SIGKILL)
+	_ = first.wait(t, 30*time.Second)
+	before := evaluationsSoFar(first.stderr.String())
+	if before >= budget {
+		t.Fatalf("the first run finished its %d designs before it was killed", budget)
+	}
+
+	r := evoq(t, 5*time.Minute, "run", "--resume", "--run", "nb", "--dir", store, "--listen", "127.0.0.1:0", "--json")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, tail(r.stderr, 4000))
+	}
+	if s := lastJSON(t, r.stdout); s.Evaluations != budget || s.OK != budget {
+		t.Fatalf("resumed run: %d evaluations, %d ok; want %d", s.Evaluations, s.OK, budget)
+	}
+	results := readResults(t, store, "nb")
+	checkDesigns(t, results, budget)
+	var sq float64
+	n := 0
+	for _, res := range results {
+		acc, err := nb201.GenomeAccuracy(res.Design.Genome)
+		if err != nil {
+			t.Fatalf("design %s: %v", res.DesignID, err)
+		}
+		if res.Fitness == acc {
+			t.Fatalf("design %s (seq %d; the first run evaluated about %d) scored its cell's bare accuracy %v: the noise was dropped",
+				res.DesignID, res.Design.Seq, before, acc)
+		}
+		sq += (res.Fitness - acc) * (res.Fitness - acc)
+		n++
+	}
+	if sd := math.Sqrt(sq / float64(n)); sd < 0.45 || sd > 0.55 {
+		t.Errorf("noise spread %.3f over %d results, want about 0.5", sd, n)
+	}
+}
