@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/history"
-	"github.com/evoq/evoq/internal/nb201"
+	"github.com/evoq/evoq/nb201"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )

@@ -538,6 +538,17 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 			return &SettingError{Field: op.field, Recorded: fmt.Sprint(op.rec), Given: fmt.Sprint(**op.given), Why: why}
 		}
 	}
+	// A run recorded before Novel was kept has false: its children may
+	// repeat evaluated designs, and go on doing so.
+	switch {
+	case cfg.Novel == nil:
+		cfg.Novel = new(v.Novel)
+		if rec.Variation != nil {
+			k.Taken = append(k.Taken, fmt.Sprintf("novel=%t", v.Novel))
+		}
+	case *cfg.Novel != v.Novel:
+		return &SettingError{Field: "Novel", Recorded: fmt.Sprint(v.Novel), Given: fmt.Sprint(*cfg.Novel), Why: why}
+	}
 	return nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evoq/evoq/internal/nb201"
+	"github.com/evoq/evoq/nb201"
 )
 
 // A run of the nb201 lookup with noise, SIGKILLed and continued with
@@ -61,5 +61,45 @@ func TestNB201ResumeKeepsNoise(t *testing.T) {
 	}
 	if sd := math.Sqrt(sq / float64(n)); sd < 0.45 || sd > 0.55 {
 		t.Errorf("noise spread %.3f over %d results, want about 0.5", sd, n)
+	}
+}
+
+// On the nb201 space, 5^6 cells, a run's children repeat cells it has
+// measured unless they are made novel: with the default (--novel) at most
+// a few of 300 evaluations repeat a cell, where --novel=false repeats
+// dozens; each run records its choice.
+func TestNovelChildren(t *testing.T) {
+	t.Parallel()
+	repeats := func(name string, extra ...string) (int, bool) {
+		store := filepath.Join(t.TempDir(), "store")
+		args := append([]string{"run", "--run", name, "--dir", store, "--listen", "127.0.0.1:0", "--evaluator", "nb201",
+			"--budget", "300", "--slots", "4", "--seed", "3", "--json"}, extra...)
+		r := evoq(t, 3*time.Minute, args...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, r.code, tail(r.stderr, 3000))
+		}
+		results := readResults(t, store, name)
+		checkDesigns(t, results, 300)
+		seen, n := map[string]bool{}, 0
+		for _, res := range results {
+			arch, err := nb201.Arch(res.Design.Genome)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[arch] {
+				n++
+			}
+			seen[arch] = true
+		}
+		rec := readRecord(t, store, name)
+		return n, rec.Variation != nil && rec.Variation.Novel
+	}
+	novel, recorded := repeats("novel")
+	if novel > 5 || !recorded {
+		t.Errorf("default: %d of 300 evaluations repeat a cell, want at most 5; novel recorded %v", novel, recorded)
+	}
+	old, recorded := repeats("old", "--novel=false")
+	if old < 30 || recorded {
+		t.Errorf("--novel=false: %d of 300 evaluations repeat a cell, want 30 or more (the search repeats without the rule); novel recorded %v", old, recorded)
 	}
 }

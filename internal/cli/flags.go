@@ -175,6 +175,7 @@ type searchFlags struct {
 	objectives, hvRef               string
 	constraints                     repeated
 	crossover, mutationRate         float64
+	novel                           bool
 	target                          float64
 	plateau                         int
 	timeBudget                      time.Duration
@@ -216,6 +217,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.constraints, "constraint", "a bound on fitness or a metric, such as params<=60000 (<=, >=, <, >); repeatable; designs that meet every constraint rank first, the others by their total violation; fixed for the run")
 	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
 	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
+	fs.BoolVar(&s.novel, "novel", controller.NovelDefault, "make a child again (up to 20 draws) while its genome is that of one of the run's last 10,000 evaluated designs, so that no evaluation repeats one already measured; false lets children repeat them, as runs recorded before the flag did (fixed for the run)")
 	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
 	fs.Float64Var(&s.target, "target", 0, "end the run once its best fitness reaches this: designs in flight finish, no new ones start (default: none; recorded with the run)")
 	fs.IntVar(&s.plateau, "plateau", 0, "end the run once this many results in a row did not improve its best (default: none; recorded with the run)")
@@ -281,6 +283,9 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 	}
 	if isSet(fs, "crossover") {
 		cfg.Crossover = new(s.crossover)
+	}
+	if isSet(fs, "novel") {
+		cfg.Novel = new(s.novel)
 	}
 	if isSet(fs, "mutation-rate") {
 		cfg.MutationRate = new(s.mutationRate)

@@ -18,7 +18,7 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
-	"github.com/evoq/evoq/internal/nb201"
+	"github.com/evoq/evoq/nb201"
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/evoq/evoq/internal/nb201"
+	"github.com/evoq/evoq/nb201"
 	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
 )
