@@ -117,6 +117,12 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	case *cfg.Seed != rec.Seed:
 		return cfg, nil, &SettingError{Field: "Seed", Recorded: fmt.Sprint(rec.Seed), Given: fmt.Sprint(*cfg.Seed), Why: fixedWhy}
 	}
+	// A run recorded before its tournament was kept chose parents from
+	// tournaments of TournamentLegacy, the default then, and goes on so
+	// unless one is given: a later default never reaches it.
+	if rec.Tournament == 0 && cfg.Tournament == 0 {
+		cfg.Tournament = TournamentLegacy
+	}
 	fixed := []struct {
 		field, name string
 		rec, given  any

@@ -191,6 +191,9 @@ func TestContinueOlderRecord(t *testing.T) {
 	if cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now); err != nil || *cfg.Novel || *cfg.Crossover != 0.9 {
 		t.Errorf("a record with operators and no novel: %v, novel %v; want false, crossover 0.9", err, cfg.Novel)
 	}
+	if cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now); err != nil || cfg.Tournament != TournamentLegacy {
+		t.Errorf("no tournament given: %v, tournament %d; want %d, the default when the run was recorded", err, cfg.Tournament, TournamentLegacy)
+	}
 	if _, _, err := resolve(rec, Config{Run: "x", Crossover: new(0.5)}, time.Now); !errors.As(err, new(*SettingError)) {
 		t.Errorf("crossover given for a run recorded without operators: %v; want a SettingError", err)
 	}
