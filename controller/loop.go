@@ -366,6 +366,11 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 			g, err = c.cfg.Space.Mutate(g, r)
 		}
 	}
+	if err == nil && c.novel() && c.repeats(c.key(g)) {
+		c.warnOnce(fmt.Sprintf("novel children: design %d repeats a measured design after %d draws: the pool and its neighbourhood are measured, "+
+			"so the search has converged and spends evaluations on designs it knows; end the run (--plateau), or search wider (--pool, --mutation-rate)", seq, NovelTries),
+			logrus.Fields{"design": d.ID})
+	}
 	if err != nil {
 		c.log.WithError(err).WithField("parents", parents).Warn("parent does not fit the search space; sampling a random design instead")
 		d.Genome = c.cfg.Space.Random(r)

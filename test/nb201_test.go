@@ -2,20 +2,24 @@ package test
 
 import (
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/evoq/evoq/nb201"
+	"github.com/evoq/evoq/runstate"
 )
 
 // A run of the nb201 lookup with noise, SIGKILLed and continued with
 // --resume and no other flag, keeps the recorded noise: every design of
 // both halves scores its cell's accuracy plus noise, never the bare
 // table value, and the noise has the spread asked for. --nb201-noise
-// with another evaluator is refused, naming the flag.
+// with another evaluator is refused, naming the flag. The record keeps
+// the search's defaults through the resume.
 func TestNB201ResumeKeepsNoise(t *testing.T) {
 	t.Parallel()
 	bad := evoq(t, time.Minute, "run", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--evaluator", "sim", "--nb201-noise", "0.5")
@@ -45,6 +49,13 @@ func TestNB201ResumeKeepsNoise(t *testing.T) {
 	}
 	results := readResults(t, store, "nb")
 	checkDesigns(t, results, budget)
+	// The search's defaults of the day are recorded and kept through the
+	// resume: novel children and tournament 4.
+	if rec := readRecord(t, store, "nb"); rec.Variation == nil || !rec.Variation.Novel || rec.Tournament != 4 ||
+		rec.Evaluator == nil || rec.Evaluator.NB201 == nil || rec.Evaluator.NB201.Noise != 0.5 {
+		t.Errorf("record after the resume: variation %+v, tournament %d, evaluator %v; want novel, 4, nb201 noise 0.5",
+			rec.Variation, rec.Tournament, rec.Evaluator)
+	}
 	var sq float64
 	n := 0
 	for _, res := range results {
@@ -101,5 +112,39 @@ func TestNovelChildren(t *testing.T) {
 	old, recorded := repeats("old", "--novel=false")
 	if old < 30 || recorded {
 		t.Errorf("--novel=false: %d of 300 evaluations repeat a cell, want 30 or more (the search repeats without the rule); novel recorded %v", old, recorded)
+	}
+}
+
+// A novel run whose space is exhausted says so: on a space of 3 designs,
+// a budget of 12 must repeat, and the summary, the log and the record's
+// warnings name the converged search; --novel=false repeats silently, as
+// asked.
+func TestNovelExhaustedWarns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sp := filepath.Join(dir, "space.yaml")
+	if err := os.WriteFile(sp, []byte("name: tiny\nparams:\n  act: {type: choice, values: [relu, tanh, sigmoid]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, extra ...string) (*runstate.Summary, string) {
+		args := append([]string{"run", "--run", name, "--dir", filepath.Join(dir, name), "--listen", "127.0.0.1:0", "--config", sp,
+			"--evaluator", "sim", "--sim-mean", "0.001", "--budget", "12", "--init", "2", "--pool", "2", "--slots", "1", "--json"}, extra...)
+		r := evoq(t, 2*time.Minute, args...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, r.code, tail(r.stderr, 3000))
+		}
+		return lastJSON(t, r.stdout), r.stderr
+	}
+	s, log := run("novel")
+	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "novel children") }) ||
+		!strings.Contains(log, "novel children") {
+		t.Errorf("an exhausted novel run: warnings %q\n%s", s.Warnings, tail(log, 2000))
+	}
+	if rec := readRecord(t, filepath.Join(dir, "novel"), "novel"); !slices.ContainsFunc(rec.Warnings, func(w string) bool { return strings.Contains(w, "novel children") }) {
+		t.Errorf("the record's warnings %q lack the novel one", rec.Warnings)
+	}
+	s, _ = run("old", "--novel=false")
+	if slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "novel") }) {
+		t.Errorf("--novel=false warned: %q", s.Warnings)
 	}
 }
