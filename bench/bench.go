@@ -75,8 +75,9 @@ type Config struct {
 	// Dir holds the runs' stores. Defaults to a temporary directory,
 	// removed when Run returns.
 	Dir string
-	// Seeds is the number of seeds, 1..Seeds, of the fidelity, inherit
-	// and zdt workloads. Defaults to 5, or 1 with Smoke.
+	// Seeds is the number of seeds, 1..Seeds, of the fidelity, inherit,
+	// zdt and nb201 workloads. Defaults to 5 (nb201: 10), or 1 with
+	// Smoke.
 	Seeds int
 	// EvalHelper is the directory of evoq_eval.py, the Python helper the
 	// stoplatency workload's evaluator imports. Defaults to the python
@@ -99,6 +100,14 @@ type Config struct {
 	// Repo is the git repository Against is taken from. Defaults to the
 	// one the working directory is in.
 	Repo string
+	// NB201Args are flags added to each evoq run of the nb201 workload:
+	// the candidate settings a comparison of defaults measures. Defaults
+	// to none, evoq's defaults.
+	NB201Args []string
+	// NB201NoBaselines leaves the nb201 workload's Optuna baselines out,
+	// and with them the targets that compare with them. Defaults to
+	// false: they run, and Python must have Debian's python3-optuna.
+	NB201NoBaselines bool
 	// Log receives one line as each workload starts: a full run takes
 	// minutes. Defaults to io.Discard.
 	Log io.Writer
@@ -205,6 +214,8 @@ type Row struct {
 	Inherit *Inherit `json:"inherit,omitempty"`
 	// ZDT is the zdt workload's figures.
 	ZDT *ZDT `json:"zdt,omitempty"`
+	// NB201 is the nb201 workload's figures.
+	NB201 *NB201 `json:"nb201,omitempty"`
 	// Scale is the exascale workload's figures.
 	Scale *Scale `json:"scale,omitempty"`
 	// Growth is the growth workload's figures.
@@ -334,6 +345,8 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 		err = r.runInherit(ctx, row)
 	case "zdt":
 		err = r.runZDT(ctx, row)
+	case "nb201":
+		err = r.runNB201(ctx, row)
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}

@@ -119,6 +119,12 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	case *cfg.Seed != rec.Seed:
 		return cfg, nil, &SettingError{Field: "Seed", Recorded: fmt.Sprint(rec.Seed), Given: fmt.Sprint(*cfg.Seed), Why: fixedWhy}
 	}
+	// A run recorded before its tournament was kept chose parents from
+	// tournaments of TournamentLegacy, the default then, and goes on so
+	// unless one is given: a later default never reaches it.
+	if rec.Tournament == 0 && cfg.Tournament == 0 {
+		cfg.Tournament = TournamentLegacy
+	}
 	fixed := []struct {
 		field, name string
 		rec, given  any
@@ -544,6 +550,17 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 		case **op.given != op.rec:
 			return &SettingError{Field: op.field, Recorded: fmt.Sprint(op.rec), Given: fmt.Sprint(**op.given), Why: why}
 		}
+	}
+	// A run recorded before Novel was kept has false: its children may
+	// repeat evaluated designs, and go on doing so.
+	switch {
+	case cfg.Novel == nil:
+		cfg.Novel = new(v.Novel)
+		if rec.Variation != nil {
+			k.Taken = append(k.Taken, fmt.Sprintf("novel=%t", v.Novel))
+		}
+	case *cfg.Novel != v.Novel:
+		return &SettingError{Field: "Novel", Recorded: fmt.Sprint(v.Novel), Given: fmt.Sprint(*cfg.Novel), Why: why}
 	}
 	return nil
 }

@@ -180,6 +180,20 @@ func TestContinueOlderRecord(t *testing.T) {
 	if *cfg.Crossover != 0 || *cfg.MutationRate != 0 || cfg.Objectives.Pareto() {
 		t.Errorf("crossover %v, mutation rate %v, objectives %s; want 0, 0 (one parameter) and fitness alone", *cfg.Crossover, *cfg.MutationRate, cfg.Objectives)
 	}
+	if *cfg.Novel {
+		t.Error("novel children for a run recorded before they were kept: its children may repeat evaluated designs, and go on so")
+	}
+	if _, _, err := resolve(rec, Config{Run: "x", Novel: new(true)}, time.Now); !errors.As(err, new(*SettingError)) {
+		t.Errorf("--novel given for a run recorded without it: %v; want a SettingError", err)
+	}
+	// A run recorded with operators but before Novel was kept: the same.
+	rec.Variation = &schema.Variation{Crossover: 0.9}
+	if cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now); err != nil || *cfg.Novel || *cfg.Crossover != 0.9 {
+		t.Errorf("a record with operators and no novel: %v, novel %v; want false, crossover 0.9", err, cfg.Novel)
+	}
+	if cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now); err != nil || cfg.Tournament != TournamentLegacy {
+		t.Errorf("no tournament given: %v, tournament %d; want %d, the default when the run was recorded", err, cfg.Tournament, TournamentLegacy)
+	}
 	if _, _, err := resolve(rec, Config{Run: "x", Crossover: new(0.5)}, time.Now); !errors.As(err, new(*SettingError)) {
 		t.Errorf("crossover given for a run recorded without operators: %v; want a SettingError", err)
 	}

@@ -56,10 +56,16 @@ type Controller struct {
 	replayed   int  // results folded during replay, before liveSince
 	live       bool // replay is over: published is known
 	ahead      int  // counted results of seqs above published (see skipCounted)
-	idle       idleSince
-	lastAlarm  time.Time
-	noSlot     noSlotAlarm
-	limitsFor  int // live slots the consumer's limits were last checked for
+	// pending counts the genome keys (runstate.GenomeKey) of the designs
+	// this controller published that have no counted result yet, so that
+	// a novel run's children differ from those in flight too, the fold
+	// knowing only the counted ones; a restart starts it empty, which
+	// costs at most a repeat or two.
+	pending   map[uint64]int
+	idle      idleSince
+	lastAlarm time.Time
+	noSlot    noSlotAlarm
+	limitsFor int // live slots the consumer's limits were last checked for
 	// The fail-fast check (see FailFast): its window starts after stream
 	// sequence failFrom; failure is its verdict once the run failed.
 	failFast *runstate.FailFast
@@ -357,6 +363,9 @@ func (c *Controller) declareRun(ctx context.Context) error {
 // fail-fast check.
 func (c *Controller) initState() {
 	c.fold = runstate.NewFoldFor(runstate.NewTally(c.cfg.Run, c.cfg.Budget, c.cfg.Rules()), c.cfg.Init, c.cfg.Pool, c.cfg.Replace, c.cfg.Objectives, c.cfg.HVRef)
+	if c.novel() {
+		c.fold.TrackSeen()
+	}
 	c.fold.SetStopRule(runstate.StopRule{Target: c.cfg.Target, Plateau: c.cfg.Plateau})
 	c.failFast = runstate.NewFailFast(c.cfg.FailFast, c.failFrom)
 }

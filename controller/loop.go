@@ -147,6 +147,7 @@ func (c *Controller) apply(m resultMsg) {
 			Warn("ignoring a result for a design that is not this run's or lies beyond its budget")
 	case runstate.Counted:
 		delete(c.retries, m.res.Design.Seq)
+		c.unpend(c.fold.LastKey())
 		if m.res.Design.Seq > c.published {
 			c.ahead++
 			if c.live {
@@ -343,7 +344,8 @@ func (c *Controller) topUp(ctx context.Context) error {
 
 // newDesign makes design seq: random until Init designs have a result,
 // then a mutant of a tournament winner. Its randomness comes from the seed
-// and seq alone, so the same fold state gives the same design.
+// and seq alone, so the same fold state (and, in a novel run, the same
+// designs in flight) gives the same design.
 func (c *Controller) newDesign(seq uint64) *schema.Design {
 	r := rand.New(rand.NewPCG(*c.cfg.Seed, seq))
 	d := &schema.Design{V: schema.Version, Run: c.cfg.Run, ID: schema.DesignID(c.cfg.Run, seq),
@@ -354,9 +356,27 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 	}
 	if c.fold.Random() {
 		d.Genome = c.cfg.Space.Random(r)
+		c.pend(c.key(d.Genome))
 		return d
 	}
 	g, parents, err := c.vary(r)
+	// A child the run has evaluated lately, or has in flight, is drawn
+	// again from the same stream: first from other parents, then, since a
+	// pool whose every near child is measured is stuck on its optimum, by
+	// mutating the child further, one parameter a draw, until it leaves
+	// what the run has measured.
+	for try := 1; err == nil && c.novel() && try < NovelTries && c.repeats(c.key(g)); try++ {
+		if try < NovelTries/2 {
+			g, parents, err = c.vary(r)
+		} else {
+			g, err = c.cfg.Space.Mutate(g, r)
+		}
+	}
+	if err == nil && c.novel() && c.repeats(c.key(g)) {
+		c.warnOnce(fmt.Sprintf("novel children: design %d repeats a measured design after %d draws: the pool and its neighbourhood are measured, "+
+			"so the search has converged and spends evaluations on designs it knows; end the run (--plateau), or search wider (--pool, --mutation-rate)", seq, NovelTries),
+			logrus.Fields{"design": d.ID})
+	}
 	if err != nil {
 		c.log.WithError(err).WithField("parents", parents).Warn("parent does not fit the search space; sampling a random design instead")
 		d.Genome = c.cfg.Space.Random(r)
@@ -364,7 +384,43 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 	}
 	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, parents
 	c.ckpt.published(d)
+	c.pend(c.key(g))
 	return d
+}
+
+func (c *Controller) novel() bool { return c.cfg.Novel != nil && *c.cfg.Novel }
+
+// key is genome g's runstate.GenomeKey in a novel run, 0 in another,
+// which reads none.
+func (c *Controller) key(g map[string]any) uint64 {
+	if !c.novel() {
+		return 0
+	}
+	return runstate.GenomeKey(g)
+}
+
+// repeats reports whether the genome of key k is one the run has counted
+// lately or has in flight.
+func (c *Controller) repeats(k uint64) bool { return c.fold.Seen(k) || c.pending[k] > 0 }
+
+// pend and unpend keep pending, in a novel run.
+func (c *Controller) pend(k uint64) {
+	if !c.novel() {
+		return
+	}
+	if c.pending == nil {
+		c.pending = map[uint64]int{}
+	}
+	c.pending[k]++
+}
+
+func (c *Controller) unpend(k uint64) {
+	if !c.novel() || len(c.pending) == 0 {
+		return
+	}
+	if c.pending[k]--; c.pending[k] <= 0 {
+		delete(c.pending, k)
+	}
 }
 
 // vary makes a child of the pool by the run's operators: with probability

@@ -26,6 +26,9 @@ type Fold struct {
 	hv         *hvTrack
 	figures    *Figures
 	stop       stopTrack
+	seen       seenSet
+	lastKey    uint64 // GenomeKey of the last counted design's genome
+	track      bool   // keep seen and lastKey (TrackSeen)
 }
 
 // NewFold returns an empty fold that counts the results t counts; t is
@@ -68,6 +71,11 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 	f.counts[r.Status]++
 	f.maxSeq = max(f.maxSeq, r.Design.Seq)
 	f.stats.Add(r)
+	f.lastKey = 0
+	if f.track && r.Design.Genome != nil {
+		f.lastKey = GenomeKey(r.Design.Genome)
+		f.seen.add(f.lastKey)
+	}
 	improved := f.add(r)
 	f.stop.observe(improved, f.best, f.Terminal())
 	return v
@@ -102,6 +110,21 @@ func (f *Fold) add(r *schema.Result) bool {
 	}
 	return false
 }
+
+// TrackSeen makes the fold keep the genomes of the designs it counts, for
+// Seen and LastKey: a novel run's controller asks for it before the first
+// Apply; the tools that read a run, which make no designs, do not pay for
+// it.
+func (f *Fold) TrackSeen() { f.track = true }
+
+// Seen reports whether the genome of key k (GenomeKey) is that of one of
+// the last SeenWindow counted designs, whatever their status: a design
+// that would evaluate it again.
+func (f *Fold) Seen(k uint64) bool { return f.seen.has(k) }
+
+// LastKey is the GenomeKey of the genome of the design the last Apply
+// counted; 0 when it counted none or the design had no genome.
+func (f *Fold) LastKey() uint64 { return f.lastKey }
 
 // SetStopRule sets the rule that ends the run before its budget (see
 // StopRule). Set it before the first Apply: it judges every result.

@@ -50,7 +50,11 @@ func VariationText(v *schema.Variation) string {
 	if v.MutationRate > 0 {
 		m = fmt.Sprintf("each parameter with p=%g", v.MutationRate)
 	}
-	return fmt.Sprintf("crossover p=%g, mutation of %s", v.Crossover, m)
+	s := fmt.Sprintf("crossover p=%g, mutation of %s", v.Crossover, m)
+	if v.Novel {
+		s += ", novel children"
+	}
+	return s
 }
 
 func FailFastText(n int) string {
@@ -126,6 +130,9 @@ func RecordSettings(rec *schema.Run) []string {
 	}
 	if v := rec.Variation; v != nil {
 		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
+		if v.Novel {
+			out = append(out, "novel=true")
+		}
 	}
 	if rec.Evaluator != nil {
 		out = append(out, "evaluator="+rec.Evaluator.String())

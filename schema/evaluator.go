@@ -14,6 +14,9 @@ const (
 	EvaluatorNoop = "noop"
 	EvaluatorZDT1 = "zdt1"
 	EvaluatorZDT2 = "zdt2"
+	// EvaluatorNB201 looks a cell of NAS-Bench-201 up in its table of
+	// ImageNet16-120 test accuracies.
+	EvaluatorNB201 = "nb201"
 )
 
 // Evaluator is what evaluates a run's designs, recorded with the run so
@@ -21,7 +24,8 @@ const (
 // evaluates the way the run began: a default never takes the place of a
 // recorded evaluator. Exactly one of Builtin and Cmd is set.
 type Evaluator struct {
-	// Builtin names a built-in evaluator: mlp, sim, noop, zdt1 or zdt2.
+	// Builtin names a built-in evaluator: mlp, sim, noop, zdt1, zdt2 or
+	// nb201.
 	Builtin string `msgpack:"builtin,omitempty" json:"builtin,omitempty"`
 	// Cmd is an external evaluator command, run with sh -c.
 	Cmd string `msgpack:"cmd,omitempty" json:"cmd,omitempty"`
@@ -35,6 +39,16 @@ type Evaluator struct {
 	StopGrace time.Duration `msgpack:"stop_grace_ns,omitempty" json:"stop_grace_ns,omitempty"`
 	// Sim holds the sim evaluator's settings; nil for the others.
 	Sim *SimEvaluator `msgpack:"sim,omitempty" json:"sim,omitempty"`
+	// NB201 holds the nb201 evaluator's settings; nil for the others.
+	NB201 *NB201Evaluator `msgpack:"nb201,omitempty" json:"nb201,omitempty"`
+}
+
+// NB201Evaluator is the built-in nb201 evaluator's settings.
+type NB201Evaluator struct {
+	// Noise is the standard deviation, in accuracy points, of the normal
+	// noise added to each evaluation's accuracy, as a retraining with
+	// another seed would differ; 0: the table's accuracy as it is.
+	Noise float64 `msgpack:"noise,omitempty" json:"noise,omitempty"`
 }
 
 // SimEvaluator is the built-in sim evaluator's settings.
@@ -66,9 +80,15 @@ func (e *Evaluator) Validate() error {
 		return invalid("evaluator", "stop_grace_ns", "%s < 0", e.StopGrace)
 	case (e.Sim != nil) != (e.Builtin == EvaluatorSim):
 		return invalid("evaluator", "sim", "sim settings go with the sim evaluator only")
+	case (e.NB201 != nil) != (e.Builtin == EvaluatorNB201):
+		return invalid("evaluator", "nb201", "nb201 settings go with the nb201 evaluator only")
 	}
 	switch e.Builtin {
 	case "", EvaluatorMLP, EvaluatorNoop, EvaluatorZDT1, EvaluatorZDT2:
+	case EvaluatorNB201:
+		if n := e.NB201.Noise; !(n >= 0 && n <= 100) {
+			return invalid("evaluator", "nb201", "noise %v: want accuracy points in 0..100", n)
+		}
 	case EvaluatorSim:
 		s := e.Sim
 		if s.Mean <= 0 || !(s.Sigma > 0 && s.Sigma <= 3) || !(s.Fail >= 0 && s.Fail <= 1) ||
@@ -76,7 +96,7 @@ func (e *Evaluator) Validate() error {
 			return invalid("evaluator", "sim", "settings out of range: %+v", *s)
 		}
 	default:
-		return invalid("evaluator", "builtin", "%q is not mlp, sim, noop, zdt1 or zdt2", e.Builtin)
+		return invalid("evaluator", "builtin", "%q is not mlp, sim, noop, zdt1, zdt2 or nb201", e.Builtin)
 	}
 	return nil
 }
@@ -109,7 +129,16 @@ func (e *Evaluator) Settings() []string {
 	if e.StopGrace > 0 {
 		parts = append(parts, "--stop-grace "+e.StopGrace.String())
 	}
-	return append(parts, e.Sim.settings()...)
+	parts = append(parts, e.Sim.settings()...)
+	return append(parts, e.NB201.settings()...)
+}
+
+// settings are the nb201 settings as flags: none for nil or no noise.
+func (n *NB201Evaluator) settings() []string {
+	if n == nil || n.Noise == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("--nb201-noise %g", n.Noise)}
 }
 
 // settings are the sim settings as flags; none for nil.
@@ -149,6 +178,9 @@ func (e *Evaluator) Diff(got *Evaluator) []string {
 	add("stop-grace", e.StopGrace.String(), got.StopGrace.String())
 	if e.Sim != nil || got.Sim != nil {
 		add("sim", strings.Join(e.Sim.settings(), " "), strings.Join(got.Sim.settings(), " "))
+	}
+	if e.NB201 != nil || got.NB201 != nil {
+		add("nb201", strings.Join(e.NB201.settings(), " "), strings.Join(got.NB201.settings(), " "))
 	}
 	return out
 }

@@ -24,6 +24,10 @@ func TestEvaluatorValidate(t *testing.T) {
 		{"sim without settings", Evaluator{Builtin: EvaluatorSim}, "sim"},
 		{"settings without sim", Evaluator{Builtin: EvaluatorMLP, Sim: sim}, "sim"},
 		{"negative timeout", Evaluator{Cmd: "x", Timeout: -1}, "timeout"},
+		{"nb201", Evaluator{Builtin: EvaluatorNB201, NB201: &NB201Evaluator{Noise: 0.5}}, ""},
+		{"nb201 without settings", Evaluator{Builtin: EvaluatorNB201}, "nb201"},
+		{"nb201 settings without nb201", Evaluator{Builtin: EvaluatorSim, Sim: sim, NB201: &NB201Evaluator{}}, "nb201"},
+		{"nb201 negative noise", Evaluator{Builtin: EvaluatorNB201, NB201: &NB201Evaluator{Noise: -1}}, "noise"},
 	}
 	for _, tt := range tests {
 		err := tt.e.Validate()
@@ -62,6 +66,13 @@ func TestEvaluatorRecordAndDiff(t *testing.T) {
 	}
 	if strings.Contains(diff, "stop-grace") {
 		t.Errorf("diff %q names an equal setting", diff)
+	}
+	nb := &Evaluator{Builtin: EvaluatorNB201, NB201: &NB201Evaluator{Noise: 0.5}}
+	if d := strings.Join(nb.Diff(&Evaluator{Builtin: EvaluatorNB201, NB201: &NB201Evaluator{}}), "; "); d != "nb201: --nb201-noise 0.5 -> " {
+		t.Errorf("nb201 noise diff %q", d)
+	}
+	if got := nb.String(); got != "--evaluator nb201 --nb201-noise 0.5" {
+		t.Errorf("nb201 evaluator says %q", got)
 	}
 	bad := &Run{Run: "r", Phase: PhaseRunning, Budget: 10, Evaluator: &Evaluator{}}
 	if _, err := EncodeRun(bad); err == nil {

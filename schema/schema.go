@@ -248,6 +248,11 @@ type Presence struct {
 type Variation struct {
 	Crossover    float64 `msgpack:"crossover" json:"crossover"`
 	MutationRate float64 `msgpack:"mutation_rate" json:"mutation_rate"`
+	// Novel: a child whose genome is one of the run's recently evaluated
+	// designs' is made again from the pool, a few draws at most, so that
+	// evaluations are not spent on designs already measured; false in
+	// runs recorded before it was kept, whose children may repeat them.
+	Novel bool `msgpack:"novel,omitempty" json:"novel,omitempty"`
 }
 
 // Run is the state of a run, stored in RunBucket under the run ID. Workers

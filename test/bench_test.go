@@ -19,6 +19,11 @@ func TestBenchSmoke(t *testing.T) {
 	} else {
 		t.Log("no Dask baseline: /usr/bin/python3 cannot import distributed (apt-get install python3-distributed)")
 	}
+	optuna := exec.Command("/usr/bin/python3", "-c", "import optuna").Run() == nil
+	if !optuna {
+		args = append(args, "--nb201-baselines=false")
+		t.Log("no nb201 baselines: /usr/bin/python3 cannot import optuna (apt-get install python3-optuna)")
+	}
 	r := evoq(t, 5*time.Minute, args...)
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d\n%s", r.code, tail(r.stderr, 3000))
@@ -57,6 +62,7 @@ func TestBenchSmoke(t *testing.T) {
 				StoreMB     float64   `json:"store_mb"`
 				Status      []float64 `json:"status_s"`
 			} `json:"scale"`
+			NB201 *nb201Smoke `json:"nb201"`
 		} `json:"workloads"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &rep); err != nil {
@@ -89,6 +95,8 @@ func TestBenchSmoke(t *testing.T) {
 				sc.CtlRSS <= 0 || sc.BrokerRSS <= 0 || sc.StoreMB <= 0 || len(sc.Status) == 0 {
 				t.Errorf("exascale: %+v, want the budget evaluated on every slot, sizes and evoq status timed", sc)
 			}
+		case "nb201":
+			checkNB201Smoke(t, row.NB201, optuna)
 		case "memory":
 			if row.Memory == nil || row.Memory.RSSFirstMB <= 0 || row.Memory.RSSEndMB <= 0 {
 				t.Errorf("memory: %+v", row.Memory)
@@ -99,12 +107,57 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay"} {
+	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201"} {
 		if !got[w] {
 			t.Errorf("no %s workload in the report", w)
 		}
 	}
 	if !rep.Smoke {
 		t.Error("a smoke run not marked as one")
+	}
+}
+
+// nb201Smoke is what the smoke test reads of the nb201 workload's figures.
+type nb201Smoke struct {
+	Optimum float64 `json:"optimum"`
+	Tables  []struct {
+		Noise    float64 `json:"noise"`
+		Searches []struct {
+			Name string      `json:"name"`
+			Best [][]float64 `json:"best"`
+		} `json:"searches"`
+	} `json:"tables"`
+}
+
+// checkNB201Smoke checks the nb201 workload's smoke figures: a table
+// without noise and one with, each with evoq and, where Optuna is
+// installed, its two baselines, every figure an accuracy of the table
+// (above 0, at most the optimum); without noise, a larger budget never
+// returns a worse design.
+func checkNB201Smoke(t *testing.T, n *nb201Smoke, optuna bool) {
+	t.Helper()
+	if n == nil {
+		t.Error("nb201: no figures")
+		return
+	}
+	want := map[bool]int{true: 3, false: 1}[optuna]
+	if n.Optimum < 47.31 || n.Optimum > 47.32 || len(n.Tables) != 2 || n.Tables[0].Noise != 0 || n.Tables[1].Noise <= 0 {
+		t.Errorf("nb201: optimum %v, tables %+v", n.Optimum, n.Tables)
+		return
+	}
+	for _, tb := range n.Tables {
+		if len(tb.Searches) != want {
+			t.Errorf("nb201 noise %g: %d searches, want %d: %+v", tb.Noise, len(tb.Searches), want, tb.Searches)
+		}
+		for _, s := range tb.Searches {
+			if len(s.Best) != 1 {
+				t.Errorf("nb201 noise %g %s: %d seeds, want 1", tb.Noise, s.Name, len(s.Best))
+				continue
+			}
+			row := s.Best[0]
+			if len(row) != 2 || row[0] <= 0 || row[1] <= 0 || max(row[0], row[1]) > n.Optimum || (tb.Noise == 0 && row[1] < row[0]) {
+				t.Errorf("nb201 noise %g %s: best %v, want two accuracies at most %v (without noise, the second no lower)", tb.Noise, s.Name, row, n.Optimum)
+			}
+		}
 	}
 }

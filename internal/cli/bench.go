@@ -32,6 +32,8 @@ type benchCmd struct {
 	against   string
 	rounds    int
 	repo      string
+	nb201Args string
+	nb201Base bool
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -43,7 +45,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
 		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
 		"stoplatency (a persistent Python evaluator's stop answers) and zdt (several objectives: zdt1 and zdt2\n"+
-		"against their true fronts and the textbook NSGA-II).", c.env.Stderr)
+		"against their true fronts and the textbook NSGA-II), nb201 (NAS-Bench-201's ImageNet16-120 landscape\n"+
+		"against Optuna TPE and random search).", c.env.Stderr)
 	fs.StringVar(&c.workloads, "workload", "noop,sim", "comma-separated workloads, or all")
 	fs.BoolVar(&c.vsDask, "vs-dask", false, "run the Dask baseline of each workload too (needs Debian's python3-distributed)")
 	fs.BoolVar(&c.smoke, "smoke", false, "one short iteration of each workload: checks that the bench runs, measures nothing")
@@ -51,7 +54,9 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit and zdt: seeds 1..N (default 5, 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, zdt and nb201: seeds 1..N (default 5, nb201 10; 1 with --smoke)")
+	fs.StringVar(&c.nb201Args, "nb201-args", "", "nb201: evoq run flags added to each of its evoq runs, space-separated, such as '--replace oldest --pool 20': the settings a comparison of defaults measures")
+	fs.BoolVar(&c.nb201Base, "nb201-baselines", true, "nb201: run the Optuna TPE and random search baselines (needs Debian's python3-optuna); false leaves them, and the targets against them, out")
 	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
 		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
 	fs.StringVar(&c.against, "against", "", "a git revision (commit, branch, HEAD~3) to build and run beside this binary on noop and sim, "+
@@ -68,7 +73,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
 		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
-		Against: c.against, Repo: c.repo}
+		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base}
 	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
 		return usageErr("--rounds and --repo: with --against only")
 	}
@@ -174,6 +179,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 				return err
 			}
 			r.ZDT.Print(c.env.Stdout, rep.Smoke)
+		case r.NB201 != nil:
+			if err := w.Flush(); err != nil { // the tables below align their own columns
+				return err
+			}
+			r.NB201.Print(c.env.Stdout, rep.Smoke)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)

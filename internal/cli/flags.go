@@ -175,6 +175,7 @@ type searchFlags struct {
 	objectives, hvRef               string
 	constraints                     repeated
 	crossover, mutationRate         float64
+	novel                           bool
 	target                          float64
 	plateau                         int
 	timeBudget                      time.Duration
@@ -216,6 +217,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.constraints, "constraint", "a bound on fitness or a metric, such as params<=60000 (<=, >=, <, >); repeatable; designs that meet every constraint rank first, the others by their total violation; fixed for the run")
 	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
 	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
+	fs.BoolVar(&s.novel, "novel", controller.NovelDefault, "make a child again (up to 20 draws) while its genome is that of one of the run's last 10,000 evaluated designs, so that no evaluation repeats one already measured; false lets children repeat them, as runs recorded before the flag did (fixed for the run)")
 	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
 	fs.Float64Var(&s.target, "target", 0, "end the run once its best fitness reaches this: designs in flight finish, no new ones start (default: none; recorded with the run)")
 	fs.IntVar(&s.plateau, "plateau", 0, "end the run once this many results in a row did not improve its best (default: none; recorded with the run)")
@@ -281,6 +283,9 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 	}
 	if isSet(fs, "crossover") {
 		cfg.Crossover = new(s.crossover)
+	}
+	if isSet(fs, "novel") {
+		cfg.Novel = new(s.novel)
 	}
 	if isSet(fs, "mutation-rate") {
 		cfg.MutationRate = new(s.mutationRate)
@@ -507,17 +512,18 @@ type evalFlags struct {
 	simSteps               int
 	simCheckpoint          string
 	simCheckpointBytes     int64 // resolved by validate
+	nb201Noise             float64
 	evalTimeout, stopGrace time.Duration
 	fs                     *flag.FlagSet // the flags' set, for which were given
 }
 
 // evalFlagNames are the flags of evalFlags.
 var evalFlagNames = []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "stop-grace",
-	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint"}
+	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "nb201-noise"}
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
 	e.fs = fs
-	fs.StringVar(&e.evaluator, "evaluator", schema.EvaluatorMLP, "built-in evaluator: mlp, sim, noop, or the test problems zdt1 and zdt2; recorded with the run, like every evaluator flag (a worker or a continuing run given none takes the run's)")
+	fs.StringVar(&e.evaluator, "evaluator", schema.EvaluatorMLP, "built-in evaluator: mlp, sim, noop, the test problems zdt1 and zdt2, or nb201 (a lookup in NAS-Bench-201's ImageNet16-120 accuracies); recorded with the run, like every evaluator flag (a worker or a continuing run given none takes the run's)")
 	fs.StringVar(&e.evalCmd, "eval-cmd", "", "external evaluator command, run with sh -c per design (design JSON on stdin); recorded with the run")
 	fs.BoolVar(&e.persistent, "persistent", false, "with --eval-cmd: one long-lived evaluator process per slot, one JSON line per design and per result")
 	fs.Float64Var(&e.simMean, "sim-mean", 0.2, "sim: mean evaluation time in seconds (lognormal, sigma --sim-sigma)")
@@ -527,6 +533,7 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
 	fs.DurationVar(&e.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
 	fs.DurationVar(&e.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
+	fs.Float64Var(&e.nb201Noise, "nb201-noise", 0, "nb201: standard deviation, in accuracy points, of normal noise added to each evaluation, so that the same cell evaluated twice differs as two trainings would (0: none)")
 	fs.StringVar(&e.simCheckpoint, "sim-checkpoint", "0", "sim: write a checkpoint of this size per design (such as 64KB), and check the parent's it inherits (0: none)")
 }
 
@@ -546,6 +553,12 @@ func (e *evalFlags) validate() error {
 	if !(e.simFail >= 0 && e.simFail <= 1) {
 		return usageErr("--sim-fail %v: want a share in 0..1", e.simFail)
 	}
+	if !(e.nb201Noise >= 0 && e.nb201Noise <= 100) {
+		return usageErr("--nb201-noise %v: want accuracy points in 0..100", e.nb201Noise)
+	}
+	if isSet(e.fs, "nb201-noise") && (e.evalCmd != "" || e.evaluator != schema.EvaluatorNB201) {
+		return usageErr("--nb201-noise goes with --evaluator nb201")
+	}
 	if e.evalTimeout < 0 {
 		return usageErr("--eval-timeout %s: must be >= 0", e.evalTimeout)
 	}
@@ -564,9 +577,9 @@ func (e *evalFlags) validate() error {
 		return usageErr("--persistent needs --eval-cmd")
 	}
 	switch e.evaluator {
-	case schema.EvaluatorMLP, schema.EvaluatorSim, schema.EvaluatorNoop, schema.EvaluatorZDT1, schema.EvaluatorZDT2:
+	case schema.EvaluatorMLP, schema.EvaluatorSim, schema.EvaluatorNoop, schema.EvaluatorZDT1, schema.EvaluatorZDT2, schema.EvaluatorNB201:
 	default:
-		return usageErr("--evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or give --eval-cmd", e.evaluator)
+		return usageErr("--evaluator %q: want mlp, sim, noop, zdt1, zdt2 or nb201, or give --eval-cmd", e.evaluator)
 	}
 	return nil
 }
@@ -595,6 +608,10 @@ func (e *evalFlags) spec(rec *schema.Evaluator) (*schema.Evaluator, error) {
 			sim := *rec.Sim
 			s.Sim = &sim
 		}
+		if rec.NB201 != nil {
+			n := *rec.NB201
+			s.NB201 = &n
+		}
 	} else {
 		s = schema.Evaluator{Builtin: e.evaluator, Cmd: e.evalCmd, Persistent: e.persistent, Timeout: e.evalTimeout, StopGrace: e.stopGrace}
 		if e.evalCmd != "" {
@@ -620,6 +637,7 @@ func (e *evalFlags) spec(rec *schema.Evaluator) (*schema.Evaluator, error) {
 		s.StopGrace = e.stopGrace
 	}
 	s.Sim = e.simSpec(s.Sim, s.Builtin == schema.EvaluatorSim, set)
+	s.NB201 = e.nb201Spec(s.NB201, s.Builtin == schema.EvaluatorNB201, set)
 	if s.Persistent && s.Cmd == "" {
 		return nil, usageErr("--persistent needs --eval-cmd (the run's evaluator is the built-in %s)", s.Builtin)
 	}
@@ -655,6 +673,20 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 	return &out
 }
 
+// nb201Spec is the nb201 evaluator's settings: rec's, with --nb201-noise
+// on top when given, or the flag's when rec holds none; nil for another
+// evaluator.
+func (e *evalFlags) nb201Spec(rec *schema.NB201Evaluator, nb bool, set func(string) bool) *schema.NB201Evaluator {
+	switch {
+	case !nb:
+		return nil
+	case rec == nil || set("nb201-noise"):
+		return &schema.NB201Evaluator{Noise: e.nb201Noise}
+	}
+	out := *rec
+	return &out
+}
+
 // buildEvaluator returns the evaluator spec names; logDir keeps external
 // evaluators' output (see --eval-logs).
 func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, error) {
@@ -678,8 +710,14 @@ func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, er
 		return evaluators.Noop{}, nil
 	case schema.EvaluatorZDT1, schema.EvaluatorZDT2:
 		return evaluators.ZDT{Problem: spec.Builtin}, nil
+	case schema.EvaluatorNB201:
+		n := evaluators.NB201{}
+		if spec.NB201 != nil {
+			n.Noise = spec.NB201.Noise
+		}
+		return n, nil
 	}
-	return nil, usageErr("evaluator %q: want mlp, sim, noop, zdt1 or zdt2, or a command", spec.Builtin)
+	return nil, usageErr("evaluator %q: want mlp, sim, noop, zdt1, zdt2 or nb201, or a command", spec.Builtin)
 }
 
 // resolveDeadline sets the worker's deadline from --walltime or the batch

@@ -19,7 +19,7 @@ var recordedFlags = map[string]string{
 	"config": "space_yaml", "budget": "budget", "init": "init", "pool": "pool", "replace": "replace",
 	"tournament": "tournament", "seed": "seed", "fail-fast": "fail_fast", "from-run": "seeds_from",
 	"constraint": "constraints", "objectives": "objectives", "hv-ref": "hv_ref",
-	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate",
+	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel",
 	"early-stop": "early_stop.rule", "eta": "early_stop.eta", "max-step": "early_stop.max_step", "min-step": "early_stop.min_step",
 	"max-step-gene":  "early_stop.max_step_gene",
 	"checkpoint-dir": "checkpoints.dir", "inherit": "checkpoints.inherit", "keep-checkpoints": "checkpoints.keep",
@@ -31,6 +31,7 @@ var recordedFlags = map[string]string{
 	"eval-timeout": "evaluator.timeout_ns", "stop-grace": "evaluator.stop_grace_ns",
 	"sim-mean": "evaluator.sim.mean_ns", "sim-sigma": "evaluator.sim.sigma", "sim-fail": "evaluator.sim.fail",
 	"sim-curve": "evaluator.sim.curve", "sim-steps": "evaluator.sim.steps", "sim-checkpoint": "evaluator.sim.checkpoint",
+	"nb201-noise": "evaluator.nb201.noise",
 }
 
 // processFlags are the flags that belong to one process, each with why it

@@ -18,7 +18,9 @@ import (
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
+	"github.com/evoq/evoq/nb201"
 	"github.com/evoq/evoq/pareto"
+	"github.com/evoq/evoq/schema"
 	"github.com/evoq/evoq/worker"
 	"github.com/sirupsen/logrus"
 )
@@ -92,8 +94,16 @@ func (c *runCmd) flagSet() *flag.FlagSet {
 }
 
 // problemDefaults gives a run of a built-in test problem (zdt1, zdt2) its
-// search space, objectives and reference point, where the flags do not.
+// search space, objectives and reference point, and a run of the nb201
+// lookup its search space, where the flags do not.
 func (c *runCmd) problemDefaults(fs *flag.FlagSet, cfg *controller.Config) error {
+	if c.e.evalCmd == "" && c.e.evaluator == schema.EvaluatorNB201 && cfg.Space == nil {
+		sp, err := nb201.Space()
+		if err != nil {
+			return err
+		}
+		cfg.Space = sp
+	}
 	if c.e.evalCmd != "" || !evaluators.IsZDT(c.e.evaluator) {
 		return nil
 	}
