@@ -303,6 +303,13 @@ func (p *reportPump) run() {
 	var warned bool
 	for l := range p.lines {
 		prog, _, err := reportLine(l)
+		if err == nil && p.atEnd(prog.Step) {
+			// The run names the gene that holds the design's end: a report
+			// there is the last, as if the evaluator had said so, even
+			// when it comes after a stop that reached the evaluator too
+			// late.
+			prog.Last = true
+		}
 		if p.end.stopped {
 			// It is being stopped: what it reports now is not asked
 			// about, but a last report says it trained to its end
@@ -331,6 +338,22 @@ func (p *reportPump) run() {
 		}
 	}
 }
+
+// atEnd reports whether step is at or past the design's own end, when
+// the run declares one (--max-step-gene).
+func (p *reportPump) atEnd(step int64) bool {
+	e, ok := p.t.Reports.(endKnower)
+	return ok && e.AtEnd(step)
+}
+
+// endKnower is a Reporter that knows where the design's training ends.
+type endKnower interface {
+	AtEnd(step int64) bool
+}
+
+// AtEnd reports whether step is at or past the design's own end, when the
+// run names the gene that holds it.
+func (r *reporter) AtEnd(step int64) bool { return r.hasEnd && float64(step) >= r.end }
 
 // close waits for the reports queued to be handled and says what they
 // said of the evaluation's end.

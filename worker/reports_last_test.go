@@ -2,6 +2,7 @@ package worker
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func TestCommandStopReachesFinished(t *testing.T) {
 			`trap '' TERM; for s in 1 2; do echo "{\"report\": {\"step\": $s, \"fitness\": 0.$s}}"; done; ` +
 				`echo '{"report": {"step": 3, "fitness": 0.3, "metrics": {"s": 3}, "last": true}}'; ` + wait,
 			0, schema.StatusOK, 0.3, map[string]any{"s": 3.0}, []int64{1, 2, 3}},
+		{"its end's report after the stop, unmarked (the run's max-step-gene)",
+			`trap 'exit 0' TERM; ` + `echo '{"report": {"step": 1, "fitness": 0.1}}'; echo '{"report": {"step": 2, "fitness": 0.2}}'; ` +
+				`echo '{"fitness": 0.2}'; ` + wait,
+			300 * time.Millisecond, schema.StatusOK, 0.2, nil, []int64{1, 2}},
 		{"stopped, its result line's metrics kept",
 			`trap 'echo "{\"fitness\": 0.3, \"metrics\": {\"inherited\": true, \"s\": 99}}"; exit 0' TERM; ` + reports + wait,
 			0, schema.StatusStopped, 0.3, map[string]any{"inherited": true, "s": 3.0, "stopped_at": int64(3)}, []int64{1, 2, 3}},
@@ -60,6 +65,9 @@ func TestCommandStopReachesFinished(t *testing.T) {
 			t.Parallel()
 			ctx := testutil.Context(t, 30*time.Second)
 			rep := &fakeReporter{stopAt: 3, delay: tt.delay}
+			if strings.Contains(tt.name, "max-step-gene") {
+				rep.stopAt, rep.end = 1, 2
+			}
 			out := Command{Cmd: tt.script, StopGrace: 2 * time.Second}.Evaluate(ctx, oneShotTask(rep))
 			if out.Status != tt.want || out.Fitness != tt.fitness {
 				t.Fatalf("outcome %+v, want %s with fitness %v", out, tt.want, tt.fitness)

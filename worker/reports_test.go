@@ -69,7 +69,10 @@ type fakeReporter struct {
 	stopAt  int64
 	delay   time.Duration
 	stopped bool
+	end     int64 // the design's own end (endKnower); 0: none known
 }
+
+func (f *fakeReporter) AtEnd(step int64) bool { return f.end > 0 && step >= f.end }
 
 func (f *fakeReporter) Report(_ context.Context, p Progress) (bool, string) {
 	f.mu.Lock()
