@@ -98,6 +98,9 @@ type ckptTracker struct {
 	parents map[string]int  // designs in flight per parent
 	flying  map[string]bool // designs in flight when this controller started
 	best    string
+	// open says whether a design has no terminal result yet; set by the
+	// controller (designOpen), nil in tests of the rule alone.
+	open func(id string) bool
 	// The deletions, done in their own goroutine: a deletion is a few
 	// requests, and the results must not wait for them.
 	mu      sync.Mutex
@@ -189,7 +192,9 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.drop(p, live)
 		}
 		t.drop(id, live)
+		t.resultProgress(r, live)
 	case runstate.Duplicate:
+		t.resultProgress(r, live)
 		// A second evaluation stored its checkpoint over the first: a pool
 		// member's children start from those bytes (training need not be
 		// deterministic); any other design's goes.
@@ -197,6 +202,15 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.refs[id] = *r.Checkpoint
 		}
 		t.drop(id, live)
+	}
+}
+
+// resultProgress deletes the saved progress of a design that has its
+// terminal result, when the result says the design saved some: others
+// (a lost design's, a save whose result never came) go at the next sweep.
+func (t *ckptTracker) resultProgress(r *schema.Result, live bool) {
+	if live && (r.ProgressStep > 0 || r.ResumedFrom > 0) {
+		t.dropProgress(r.DesignID + schema.ProgressSuffix)
 	}
 }
 
@@ -254,6 +268,14 @@ func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context
 	listed := map[string]bool{}
 	var others []string
 	for _, r := range refs {
+		if isProgress(r.Design) {
+			// A design's saved progress lives while the design is open;
+			// the fold, replayed, says which are.
+			if t.open != nil && !t.keeps(r.Design, t.open) {
+				t.dropProgress(r.Design)
+			}
+			continue
+		}
 		listed[r.Design] = true
 		if t.inPool[r.Design] || r.Design == t.best || t.cfg.Keep == schema.KeepAll {
 			t.stored[r.Design] = true
@@ -393,6 +415,7 @@ func (c *Controller) openCheckpoints(ctx context.Context) error {
 		return err
 	}
 	c.ckpt = newCkptTracker(store, *rec, c.log)
+	c.ckpt.open = c.designOpen
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/checkpoint"
+	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -51,6 +52,13 @@ func (t *ckptTracker) sweep(ctx context.Context, open func(id string) bool) (int
 		id := r.Design
 		if pending[id] {
 			continue // its deletion is under way, or retried
+		}
+		if isProgress(id) {
+			if !t.keeps(id, open) {
+				t.dropProgress(id)
+				queued++
+			}
+			continue
 		}
 		if t.needed(id) || open(id) {
 			t.stored[id] = true
@@ -100,6 +108,33 @@ func seqOf(run, id string) (uint64, bool) {
 	}
 	seq, err := strconv.ParseUint(s, 10, 64)
 	return seq, err == nil && seq > 0
+}
+
+// isProgress says whether a store name is a design's saved progress
+// (<design>.progress), not a checkpoint.
+func isProgress(name string) bool { return strings.HasSuffix(name, schema.ProgressSuffix) }
+
+// keeps says whether the store keeps what it holds under name: a design's
+// saved progress while the design has no terminal result (its next
+// attempt, after a restart or --resume too, resumes from it), a checkpoint
+// as the rule says.
+func (t *ckptTracker) keeps(name string, open func(id string) bool) bool {
+	if base, ok := strings.CutSuffix(name, schema.ProgressSuffix); ok {
+		return open != nil && open(base)
+	}
+	return t.needed(name) || open(name)
+}
+
+// dropProgress queues the deletion of a design's saved progress, name
+// <design>.progress.
+func (t *ckptTracker) dropProgress(name string) {
+	t.mu.Lock()
+	t.queue = append(t.queue, name)
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
 }
 
 // retryDeletes deletes what failed before, until none is left or wait
@@ -157,7 +192,7 @@ func (t *ckptTracker) settle(ctx context.Context, open func(id string) bool) int
 		refs, err := t.store.List(lctx)
 		n := 0
 		for _, r := range refs {
-			if err != nil || t.needed(r.Design) || open(r.Design) {
+			if err != nil || t.keeps(r.Design, open) {
 				continue
 			}
 			if t.store.Delete(lctx, r.Design) == nil {

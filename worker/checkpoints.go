@@ -23,6 +23,9 @@ type ckpts struct {
 	// local holds the files passing between evaluators and the object
 	// store: this worker process's own, removed when it ends.
 	local string
+	// progDir holds the progress files of this worker's evaluations
+	// (resume.go), its own too, whichever the store.
+	progDir string
 }
 
 // taskFiles are one evaluation's checkpoint files.
@@ -57,11 +60,16 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 			return fmt.Errorf("checkpoint files: %w", err)
 		}
 	}
+	progDir, err := os.MkdirTemp(w.cfg.TempDir, "evoq-progress-"+w.cfg.Run+"-"+w.cfg.ID+"-")
+	if err != nil {
+		return fmt.Errorf("progress files: %w", err)
+	}
 	s, err := checkpoint.Open(ctx, w.js, w.cfg.Run, &c, local)
 	if err != nil {
+		_ = os.RemoveAll(progDir)
 		return err
 	}
-	w.ckpt = &ckpts{store: s, cfg: c, local: local}
+	w.ckpt = &ckpts{store: s, cfg: c, local: local, progDir: progDir}
 	w.log.WithFields(logrus.Fields{"store": c.Store, "dir": c.Dir, "max_checkpoint": c.Max,
 		"inherit": c.Inherit}).Info("checkpoints on")
 	return nil
@@ -71,6 +79,9 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 func (w *Worker) closeCheckpoints() {
 	if w.ckpt != nil && w.ckpt.local != "" {
 		_ = os.RemoveAll(w.ckpt.local)
+	}
+	if w.ckpt != nil && w.ckpt.progDir != "" {
+		_ = os.RemoveAll(w.ckpt.progDir)
 	}
 }
 
