@@ -1,0 +1,162 @@
+package test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/checkpoint"
+	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
+	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// progressEval is the evaluator that saves its progress every step
+// (testdata/progress/evaluate.py): 12 steps of 0.5 s unless env says
+// otherwise.
+func progressEval(t *testing.T) string {
+	return python3(t) + " " + filepath.Join("testdata", "progress", "evaluate.py")
+}
+
+// liveReports reads run's reports so far through a running broker.
+func liveReports(t *testing.T, js jetstream.JetStream, run string) []*schema.Report {
+	t.Helper()
+	var out []*schema.Report
+	err := broker.ReadReports(testutil.Context(t, 30*time.Second), js, run, func(_ uint64, _ time.Time, r *schema.Report, err error) error {
+		if err == nil {
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// reportedPast says whether every one of n designs has a report at or past
+// step.
+func reportedPast(reps []*schema.Report, n int, step int64) bool {
+	past := map[string]bool{}
+	for _, r := range reps {
+		if r.Step >= step {
+			past[r.DesignID] = true
+		}
+	}
+	return len(past) >= n
+}
+
+// checkResumed checks an interrupted run's record: every design counted
+// once; each of the designs in resumed resumed (resumed_from set, its
+// evaluator started there, and it trained only the steps after); and each
+// design's reports, in stream order across its attempts, have steps that
+// strictly increase, the resumed attempt's marked with its resume point.
+func checkResumed(t *testing.T, results []*schema.Result, reps []*schema.Report, run string, budget int, resumed map[string]bool) {
+	t.Helper()
+	f := fold(results, run, budget, budget, budget, runstate.ReplaceWorst)
+	if f.Terminal() != budget || f.Figures().Duplicates != 0 {
+		t.Errorf("%d results fold to %d terminal, %d duplicates; want %d designs counted once", len(results), f.Terminal(), f.Figures().Duplicates, budget)
+	}
+	for _, r := range results {
+		if r.Status != schema.StatusOK {
+			t.Errorf("%s: %s %s", r.DesignID, r.Status, r.Error)
+			continue
+		}
+		started, _ := r.Metrics["started_at"].(float64)
+		t.Logf("%s: attempt %d, resumed_from %d after %.2f s of training, its evaluator started at %v", r.DesignID, r.Attempt, r.ResumedFrom, r.ResumedSeconds, started)
+		switch {
+		case !resumed[r.DesignID]:
+			if r.ResumedFrom != 0 {
+				t.Errorf("%s was not interrupted, yet resumed_from %d", r.DesignID, r.ResumedFrom)
+			}
+		case r.ResumedFrom <= 0 || r.Attempt < 2 || int64(started) != r.ResumedFrom || r.ResumedSeconds <= 0:
+			t.Errorf("%s: attempt %d, resumed_from %d (%.2f s), its evaluator started at %v; want a later attempt resumed where the last saved",
+				r.DesignID, r.Attempt, r.ResumedFrom, r.ResumedSeconds, started)
+		case r.Metrics[worker_ProgressMetric] != nil:
+			t.Errorf("%s resumed, yet says %v", r.DesignID, r.Metrics[worker_ProgressMetric])
+		}
+		if r.Fitness != float64(r.Design.Seq*78) { // sum of step*seq over 12 steps, whatever the attempts
+			t.Errorf("%s: fitness %v, want %d: the resumed training lost or repeated steps", r.DesignID, r.Fitness, r.Design.Seq*78)
+		}
+	}
+	last := map[string]*schema.Report{}
+	for _, r := range reps {
+		if p := last[r.DesignID]; p != nil && r.Step <= p.Step && !(r.Last && r.Step == p.Step) {
+			t.Errorf("%s: report at step %d (attempt %d) after step %d (attempt %d): a step reported twice", r.DesignID, r.Step, r.Attempt, p.Step, p.Attempt)
+		}
+		if p := last[r.DesignID]; p != nil && r.Attempt != p.Attempt && r.ResumedFrom == 0 && resumed[r.DesignID] {
+			t.Errorf("%s: attempt %d's reports do not say where it resumed", r.DesignID, r.Attempt)
+		}
+		last[r.DesignID] = r
+	}
+}
+
+// worker_ProgressMetric is worker.ProgressMetric, the metric that says a
+// design's saved progress could not be used.
+const worker_ProgressMetric = "progress_unusable"
+
+// progressLeft lists the progress objects left in run's store.
+func progressLeft(t *testing.T, js jetstream.JetStream, run string) []string {
+	t.Helper()
+	s, err := checkpoint.OpenObject(testutil.Context(t, 10*time.Second), js, run, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, id := range listed(t, s) {
+		if strings.HasSuffix(id, schema.ProgressSuffix) {
+			left = append(left, id)
+		}
+	}
+	return left
+}
+
+// The acceptance test of progress checkpoints: a Python evaluator of 12
+// steps of 0.5 s saves its progress every step; its worker is SIGKILLed
+// with both designs past step 3, and another worker started: each design
+// resumes on it where it was saved last, reports no step twice, ends with
+// the fitness of a whole training, and counts once; the summary counts
+// both as resumed, and the store keeps no progress after the run.
+// One-shot and --persistent alike.
+func TestProgressResumesAfterWorkerKilled(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		extra []string
+	}{{"one-shot", nil}, {"persistent", []string{"--persistent"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			const run, budget = "resume", 2
+			eval := progressEval(t)
+			_, url := startBroker(t, t.TempDir())
+			ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+				"--pool", "2", "--ack-wait", "3s", "--json")
+			victim := background(t, append([]string{"worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2",
+				"--eval-cmd", eval}, mode.extra...)...)
+			_, js := connectJS(t, url)
+			waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), budget, 3) })
+			_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+			<-victim.done
+			background(t, append([]string{"worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2",
+				"--eval-cmd", eval}, mode.extra...)...)
+			if err := ctl.wait(t, 2*time.Minute); err != nil {
+				t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+			}
+			results := storedResults(t, js, run)
+			both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
+			checkResumed(t, results, liveReports(t, js, run), run, budget, both)
+			s := lastJSON(t, ctl.stderr.String())
+			if s.Progress == nil || s.Progress.Resumed != 2 || s.Progress.ResumedSavedS <= 0 || s.Progress.FromScratch != 0 {
+				t.Errorf("summary's progress %+v, want 2 resumed, slot-seconds saved, none from scratch", s.Progress)
+			}
+			if left := progressLeft(t, js, run); len(left) != 0 {
+				t.Errorf("progress left in the store after the run: %v", left)
+			}
+		})
+	}
+}
