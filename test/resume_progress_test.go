@@ -1,6 +1,8 @@
 package test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -158,5 +160,107 @@ func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 				t.Errorf("progress left in the store after the run: %v", left)
 			}
 		})
+	}
+}
+
+// At the walltime the worker asks its evaluations to save their progress
+// before it hands their designs back: an evaluator that saves every 4th
+// step saves when asked, within the margin, and the next worker resumes
+// each design from there.
+func TestProgressSavedAtWalltime(t *testing.T) {
+	t.Parallel()
+	const run, budget = "wallsave", 2
+	eval := progressEval(t)
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+		"--pool", "2", "--json")
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(ctl.stderr.String(), "work queue ready") })
+	env := []string{"SAVE_EVERY=4"}
+	w := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "w", "--slots", "2",
+		"--walltime", "8s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
+	if err := w.wait(t, time.Minute); err != nil {
+		t.Fatalf("worker at its walltime: %v\n%s", err, tail(w.stderr.String(), 3000))
+	}
+	if !strings.Contains(w.stderr.String(), "saved their progress before the hand-back") {
+		t.Errorf("the worker did not see its evaluations save before the hand-back:\n%s", tail(w.stderr.String(), 3000))
+	}
+	backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "next", "--slots", "2", "--eval-cmd", eval)
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	_, js := connectJS(t, url)
+	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
+	checkResumed(t, storedResults(t, js, run), liveReports(t, js, run), run, budget, both)
+}
+
+// A controller SIGKILLed with its worker, both started again: the new
+// controller's check of the store keeps the progress of the designs in
+// flight, and each resumes on the new worker where it was saved last.
+func TestProgressResumesAcrossControllerRestart(t *testing.T) {
+	t.Parallel()
+	const run, budget = "ctlresume", 2
+	eval := progressEval(t)
+	_, url := startBroker(t, t.TempDir())
+	ctlArgs := []string{"controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+		"--pool", "2", "--ack-wait", "3s", "--json"}
+	first := background(t, ctlArgs...)
+	victim := background(t, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
+	_, js := connectJS(t, url)
+	waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), budget, 3) })
+	_ = first.cmd.Process.Signal(syscall.SIGKILL)
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	<-victim.done
+	second := background(t, ctlArgs...)
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(second.stderr.String(), "checkpoint store checked") })
+	background(t, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2", "--eval-cmd", eval)
+	if err := second.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(second.stderr.String(), 3000))
+	}
+	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
+	checkResumed(t, storedResults(t, js, run), liveReports(t, js, run), run, budget, both)
+	if left := progressLeft(t, js, run); len(left) != 0 {
+		t.Errorf("progress left in the store after the run: %v", left)
+	}
+}
+
+// A progress object that cannot be used never fails its design: one that
+// is not a progress object at all (the worker's check) and one whose bytes
+// the evaluator cannot load (another code version: the helper's check)
+// each make the design train from scratch, say why in its result, and
+// count once.
+func TestProgressCorruptTrainsFromScratch(t *testing.T) {
+	t.Parallel()
+	const run, budget = "corrupt", 2
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+		"--pool", "2", "--json")
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(ctl.stderr.String(), "work queue ready") })
+	_, js := connectJS(t, url)
+	s, err := checkpoint.OpenObject(testutil.Context(t, 10*time.Second), js, run, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, s, schema.DesignID(run, 1)+schema.ProgressSuffix, []byte("not a progress object"))
+	payload := []byte("\x80\x04not a pickle")
+	sum := sha256.Sum256(payload)
+	header := fmt.Sprintf(`{"evoq_progress":1,"design":%q,"step":5,"seconds":2.5,"size":%d,"sha256":%q}`+"\n",
+		schema.DesignID(run, 2), len(payload), hex.EncodeToString(sum[:]))
+	putBytes(t, s, schema.DesignID(run, 2)+schema.ProgressSuffix, append([]byte(header), payload...))
+	backgroundEnv(t, []string{"STEP_S=0.05"}, "worker", "--nats", url, "--run", run, "--slots", "2", "--eval-cmd", progressEval(t))
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	results := storedResults(t, js, run)
+	if len(results) != budget {
+		t.Fatalf("%d results, want %d: each design once", len(results), budget)
+	}
+	for _, r := range results {
+		why, _ := r.Metrics[worker_ProgressMetric].(string)
+		if r.Status != schema.StatusOK || r.ResumedFrom != 0 || r.Metrics["trained_steps"] != float64(12) || why == "" {
+			t.Errorf("%s: %s, resumed_from %d, trained %v steps, %s %q; want ok from scratch, and why",
+				r.DesignID, r.Status, r.ResumedFrom, r.Metrics["trained_steps"], worker_ProgressMetric, why)
+		}
+		t.Logf("%s: %s", r.DesignID, why)
 	}
 }

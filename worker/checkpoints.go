@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
@@ -26,6 +27,8 @@ type ckpts struct {
 	// progDir holds the progress files of this worker's evaluations
 	// (resume.go), its own too, whichever the store.
 	progDir string
+	// seen: an evaluation of this worker stored its progress.
+	seen atomic.Bool
 }
 
 // taskFiles are one evaluation's checkpoint files.

@@ -192,6 +192,7 @@ func (a *attemptProgress) Saved(ctx context.Context, step int64) {
 		return
 	}
 	a.saved, a.savedAt = step, time.Now()
+	a.c.seen.Store(true)
 	// A save says the evaluation lives, as a report does.
 	_ = a.msg.InProgress()
 }
@@ -368,7 +369,11 @@ func (w *Worker) askSaves(wait time.Duration) {
 	w.savingMu.Lock()
 	running := make([]*attemptProgress, 0, len(w.saving))
 	for a := range w.saving {
-		if a.saves() { // one that never saved is not waited for: it behaves as before progress was kept
+		// Once one evaluation saved, the evaluator saves: each running
+		// one is waited for, even one that saves only when asked. A
+		// worker whose evaluations never saved hands back at once, as it
+		// did before progress was kept.
+		if a.saves() || w.ckpt.seen.Load() {
 			running = append(running, a)
 		}
 	}
