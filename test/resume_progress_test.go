@@ -3,6 +3,7 @@ package test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -262,5 +263,63 @@ func TestProgressCorruptTrainsFromScratch(t *testing.T) {
 				r.DesignID, r.Status, r.ResumedFrom, r.Metrics["trained_steps"], worker_ProgressMetric, why)
 		}
 		t.Logf("%s: %s", r.DesignID, why)
+	}
+}
+
+// Early stopping across a resume: a run with asha whose worker is
+// SIGKILLed once its designs passed the rung at step 3 resumes them on
+// another worker; no step is reported twice, the rungs up to the resume
+// point are not judged again, and evoq replay folds the stored streams to
+// the controller's pool and rungs digests.
+func TestProgressResumeWithEarlyStopReplays(t *testing.T) {
+	t.Parallel()
+	const run, budget = "esresume", 4
+	eval := progressEval(t)
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "4",
+		"--pool", "4", "--ack-wait", "3s", "--early-stop", "asha", "--max-step", "12", "--eta", "3", "--json")
+	env := []string{"STEP_S=0.3"}
+	victim := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
+	_, js := connectJS(t, url)
+	waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), 2, 4) })
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2", "--eval-cmd", eval)
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	s := lastJSON(t, ctl.stderr.String())
+	results, reps := storedResults(t, js, run), liveReports(t, js, run)
+	if s.Evaluations != budget || s.Progress == nil || s.Progress.Resumed == 0 {
+		t.Fatalf("summary: %d evaluations, progress %+v; want %d, some resumed", s.Evaluations, s.Progress, budget)
+	}
+	resumed := 0
+	for _, r := range results {
+		if r.ResumedFrom > 0 {
+			resumed++
+		}
+	}
+	if resumed != s.Progress.Resumed {
+		t.Errorf("%d results resumed, the summary says %d", resumed, s.Progress.Resumed)
+	}
+	last := map[string]*schema.Report{}
+	for _, r := range reps {
+		if p := last[r.DesignID]; p != nil && r.Step <= p.Step && !(r.Last && r.Step == p.Step) {
+			t.Errorf("%s: report at step %d (attempt %d) after step %d (attempt %d)", r.DesignID, r.Step, r.Attempt, p.Step, p.Attempt)
+		}
+		last[r.DesignID] = r
+	}
+	rep := evoq(t, time.Minute, "replay", "--nats", url, "--run", run, "--json")
+	var out struct {
+		PoolDigest string `json:"pool_digest"`
+		EarlyStop  *struct {
+			Digest string `json:"rungs_digest"`
+		} `json:"early_stop"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(rep.stdout)), &out); err != nil || out.EarlyStop == nil {
+		t.Fatalf("replay: %v\n%s%s", err, rep.stdout, rep.stderr)
+	}
+	if s.EarlyStop == nil || s.EarlyStop.Digest != out.EarlyStop.Digest || s.PoolDigest != out.PoolDigest {
+		t.Errorf("controller's digests: pool %s, rungs %+v; replay's: pool %s, rungs %s", s.PoolDigest, s.EarlyStop, out.PoolDigest, out.EarlyStop.Digest)
 	}
 }
