@@ -130,6 +130,7 @@ class _State:
     marked_last = False
     term_handler = False
     inherit = {}         # this design's inherited, inherit_reason, inherited_params
+    resumed = {}         # the same, as the attempt it resumed from recorded them
 
 
 _s = _State()
@@ -219,7 +220,7 @@ def serve(train_fn):
             except ValueError as e:
                 _emit({"error": f"bad design line: {e}"})
                 continue
-            _s.design, _s.last_step, _s.last_fitness, _s.stopped, _s.inherit = d, None, None, False, {}
+            _s.design, _s.last_step, _s.last_fitness, _s.stopped, _s.inherit, _s.resumed = d, None, None, False, {}, {}
             try:
                 out = _outcome(train_fn, d)
             except Exception as e:
@@ -319,7 +320,10 @@ def save_progress(step, obj):
     path = _checkpoint_path("progress_out", "EVOQ_PROGRESS_OUT")
     if path is None:
         return False
-    _write(path, obj)
+    # What the design's start recorded of its inheritance goes with it: a
+    # resumed attempt is handed no parent's checkpoint, and its result
+    # says what the first attempt's would have.
+    _write(path, {_PROGRESS_KEY: {"inherit": {**_s.inherit, **_s.resumed}}, "progress": obj})
     _emit({"progress": {"step": int(step)}})
     return True
 
@@ -339,11 +343,19 @@ def resume_progress(map_location="cpu"):
         step = os.environ.get("EVOQ_RESUME_STEP")
     try:
         step = int(step)
-        obj = _load(path, map_location)
+        saved = _load(path, map_location)
+        if not isinstance(saved, dict) or not isinstance(saved.get(_PROGRESS_KEY), dict) or "progress" not in saved:
+            raise ValueError("not a progress file save_progress() wrote")
     except Exception as e:
         record_progress_unusable(_clip(f"{type(e).__name__}: {e}"))
         return None
-    return step, obj
+    _s.resumed = {k: v for k, v in saved[_PROGRESS_KEY].get("inherit", {}).items()
+                  if k in ("inherited", "inherit_reason", "inherited_params")}
+    return step, saved["progress"]
+
+
+# The key of save_progress()'s own record in a progress file.
+_PROGRESS_KEY = "evoq_eval"
 
 
 def record_progress_unusable(reason):
@@ -478,7 +490,7 @@ def _outcome(train_fn, d):
         fitness, metrics = value
     else:
         fitness, metrics = value, None
-    metrics = {**_s.inherit, **(dict(metrics) if metrics else {})}
+    metrics = {**_s.inherit, **_s.resumed, **(dict(metrics) if metrics else {})}
     if was_stopped:
         # The worker records the last report's fitness; the metrics go
         # with it (whether the design inherited, say).
@@ -504,7 +516,7 @@ def _mark_end():
 
 def _stopped_result(metrics=None):
     if _s.stopped and _s.last_fitness is not None:
-        return {"fitness": _s.last_fitness, "metrics": _clean({**_s.inherit, **(metrics or {}), "stopped": True})}
+        return {"fitness": _s.last_fitness, "metrics": _clean({**_s.inherit, **_s.resumed, **(metrics or {}), "stopped": True})}
     return None
 
 

@@ -861,18 +861,21 @@ class ProgressTest(CheckpointFiles, unittest.TestCase):
         self.assertEqual(lines[:2], [{"progress": {"step": 1}}, {"report": {"step": 1, "fitness": 1.0}}], "a save goes out before its report")
         self.assertEqual(lines[-1], {"fitness": 10.0, "metrics": {"started_at": 0, "saved": [True] * 4, "asked": False}})
         with open(out, "rb") as f:
-            self.assertEqual(pickle.load(f), {"total": 10})
+            self.assertEqual(pickle.load(f), {"evoq_eval": {"inherit": {}}, "progress": {"total": 10}})
         self.assertEqual(sorted(os.listdir(self.dir)), ["progress.out", "progress.py"], "no partial file left behind")
 
     def test_resume(self):
-        prog = write(self.path("in"), pickle.dumps({"total": 3}))
+        prog = write(self.path("in"), pickle.dumps({"evoq_eval": {"inherit": {"inherited": True}}, "progress": {"total": 3}}))
         lines, _ = self.run_oneshot({"EVOQ_PROGRESS_IN": prog, "EVOQ_RESUME_STEP": "2"})
         self.assertEqual([line["report"]["step"] for line in lines if "report" in line], [3, 4, 4],
                          "reports continue after the resume point (the last repeated, marked last)")
-        self.assertEqual(lines[-1], {"fitness": 10.0, "metrics": {"started_at": 2, "saved": [False] * 2, "asked": False}})
+        self.assertEqual(lines[-1], {"fitness": 10.0, "metrics": {"inherited": True, "started_at": 2, "saved": [False] * 2,
+                                                                  "asked": False}},
+                         "the result says what the attempt it resumed from recorded of its inheritance")
 
     def test_unreadable_progress_trains_from_scratch(self):
-        for name, (path, _) in self.bad_parents().items():
+        bad = dict(self.bad_parents(), foreign=(write(self.path("foreign"), pickle.dumps({"total": 3})), None))
+        for name, (path, _) in bad.items():
             with self.subTest(name):
                 lines, err = self.run_oneshot({"EVOQ_PROGRESS_IN": path, "EVOQ_RESUME_STEP": "2"})
                 m = lines[-1]["metrics"]
@@ -891,7 +894,7 @@ class ProgressTest(CheckpointFiles, unittest.TestCase):
         write(script, PROGRESS_EVALUATOR.encode())
         e = {k: v for k, v in os.environ.items() if not k.startswith("EVOQ_")}
         e.update({"EVOQ_PERSISTENT": "1", "EVOQ_PROGRESS_OUT": self.path("stale")})
-        prog = write(self.path("in"), pickle.dumps({"total": 6}))
+        prog = write(self.path("in"), pickle.dumps({"evoq_eval": {}, "progress": {"total": 6}}))
         designs = [design({}, seq=1, attempt=2, progress_in=prog, resume_step=3, progress_out=self.path("o1")),
                    design({}, seq=2, attempt=1)]
         p = subprocess.Popen([sys.executable, script, HERE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -42,6 +42,21 @@ func liveReports(t *testing.T, js jetstream.JetStream, run string) []*schema.Rep
 	return out
 }
 
+// waitReports waits until cond holds of run's reports so far, reading them
+// every quarter second: each reading is a consumer on the reports stream,
+// and the broker caps how many a stream has at once.
+func waitReports(t *testing.T, limit time.Duration, js jetstream.JetStream, run string, cond func([]*schema.Report) bool) {
+	t.Helper()
+	next := time.Now()
+	waitFor(t, limit, func() bool {
+		if time.Now().Before(next) {
+			return false
+		}
+		next = time.Now().Add(250 * time.Millisecond)
+		return cond(liveReports(t, js, run))
+	})
+}
+
 // reportedPast says whether every one of n designs has a report at or past
 // step.
 func reportedPast(reps []*schema.Report, n int, step int64) bool {
@@ -142,7 +157,7 @@ func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 			victim := background(t, append([]string{"worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2",
 				"--eval-cmd", eval}, mode.extra...)...)
 			_, js := connectJS(t, url)
-			waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), budget, 3) })
+			waitReports(t, time.Minute, js, run, func(reps []*schema.Report) bool { return reportedPast(reps, budget, 3) })
 			_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 			<-victim.done
 			background(t, append([]string{"worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2",
@@ -207,7 +222,7 @@ func TestProgressResumesAcrossControllerRestart(t *testing.T) {
 	first := background(t, ctlArgs...)
 	victim := background(t, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
 	_, js := connectJS(t, url)
-	waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), budget, 3) })
+	waitReports(t, time.Minute, js, run, func(reps []*schema.Report) bool { return reportedPast(reps, budget, 3) })
 	_ = first.cmd.Process.Signal(syscall.SIGKILL)
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
@@ -281,7 +296,7 @@ func TestProgressResumeWithEarlyStopReplays(t *testing.T) {
 	env := []string{"STEP_S=0.3"}
 	victim := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
 	_, js := connectJS(t, url)
-	waitFor(t, time.Minute, func() bool { return reportedPast(liveReports(t, js, run), 2, 4) })
+	waitReports(t, time.Minute, js, run, func(reps []*schema.Report) bool { return reportedPast(reps, 2, 4) })
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.done
 	backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2", "--eval-cmd", eval)
@@ -321,5 +336,58 @@ func TestProgressResumeWithEarlyStopReplays(t *testing.T) {
 	}
 	if s.EarlyStop == nil || s.EarlyStop.Digest != out.EarlyStop.Digest || s.PoolDigest != out.PoolDigest {
 		t.Errorf("controller's digests: pool %s, rungs %+v; replay's: pool %s, rungs %s", s.PoolDigest, s.EarlyStop, out.PoolDigest, out.EarlyStop.Digest)
+	}
+}
+
+// Inheritance across a resume: mutants of a run with --inherit, resumed
+// after their worker is SIGKILLed, are not handed their parent's
+// checkpoint again (their own progress is further on), and their results
+// still say that they inherited, as their first attempt recorded.
+func TestProgressResumedMutantDoesNotInheritAgain(t *testing.T) {
+	t.Parallel()
+	const run, budget = "inhresume", 8
+	eval := progressEval(t)
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+		"--pool", "2", "--ack-wait", "3s", "--inherit", "--json")
+	env := []string{"STEP_S=0.3"}
+	victim := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
+	_, js := connectJS(t, url)
+	// The evaluator's reports say which designs are mutants: the victim's
+	// two slots both train one, neither near its end (step 12), once two
+	// mutants' latest reports are at steps 3 to 9. (The first designs
+	// are random: the controller publishes the slots and its margin ahead.)
+	var mutants map[string]bool
+	waitReports(t, 2*time.Minute, js, run, func(reps []*schema.Report) bool {
+		latest := map[string]int64{}
+		mutants = map[string]bool{}
+		for _, r := range reps {
+			if m, _ := r.Metrics["mutant"].(float64); m == 1 {
+				latest[r.DesignID] = r.Step
+			}
+		}
+		for id, step := range latest {
+			if step >= 3 && step <= 9 {
+				mutants[id] = true
+			}
+		}
+		return len(mutants) >= 2
+	})
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2", "--eval-cmd", eval)
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	results := storedResults(t, js, run)
+	checkResumed(t, results, liveReports(t, js, run), run, budget, mutants)
+	for _, r := range results {
+		if !mutants[r.DesignID] {
+			continue
+		}
+		if r.Design.Origin != schema.OriginMutant || r.Metrics["parent_handed"] != false || r.Metrics["inherited"] != true {
+			t.Errorf("%s (%s): parent handed to the resumed attempt %v, inherited %v (%v); want a mutant not handed its parent again, and inherited true",
+				r.DesignID, r.Design.Origin, r.Metrics["parent_handed"], r.Metrics["inherited"], r.Metrics["inherit_reason"])
+		}
 	}
 }

@@ -90,14 +90,16 @@ func (w *Worker) closeCheckpoints() {
 
 // prepare returns attempt's files of design d. A parent's checkpoint that
 // cannot be had (gone, corrupt, unreachable) never fails the design: it
-// trains from scratch, and its result says why.
-func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.Design, tag string) taskFiles {
+// trains from scratch, and its result says why. An attempt that resumes
+// from the design's saved progress gets no parent's: it inherited, or not,
+// when it started, and its own weights are further on.
+func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.Design, tag string, resumes bool) taskFiles {
 	if c == nil {
 		return taskFiles{}
 	}
 	// The tag names the delivery, so no earlier attempt wrote this file.
 	f := taskFiles{out: c.store.OutPath(d.ID, tag)}
-	if !c.cfg.Inherit || d.Origin != schema.OriginMutant {
+	if !c.cfg.Inherit || d.Origin != schema.OriginMutant || resumes {
 		return f
 	}
 	if d.Inherit == nil {

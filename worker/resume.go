@@ -264,6 +264,9 @@ func (a *attemptProgress) requestSave() int64 {
 	return a.saved
 }
 
+// resumes says whether the attempt is handed saved progress to start from.
+func (a *attemptProgress) resumes() bool { return a != nil && a.in != "" }
+
 // saves reports whether the evaluation saves its progress: it saved, or
 // was handed some to resume from.
 func (a *attemptProgress) saves() bool {

@@ -104,8 +104,8 @@ func (w *Worker) handle(s *slotState, msg design) {
 	w.busy.Add(1)
 	stopProgress := w.prog.add(msg) // through the store too: it may wait out a broker restart
 	tag := w.fileTag(s.index, d, attempt)
-	files := w.ckpt.prepare(w.evalCtx, s.log, d, tag)
 	prog := w.ckpt.progressFor(w.evalCtx, s.log, d, msg, tag)
+	files := w.ckpt.prepare(w.evalCtx, s.log, d, tag, prog.resumes())
 	w.trackProgress(prog, true)
 	res, handBack := w.evaluate(s, msg, d, attempt, start, files, prog)
 	w.trackProgress(prog, false)

@@ -3,7 +3,8 @@ each (environment, defaults 12 and 0.5), its progress saved every
 SAVE_EVERY steps (default 1) and whenever the worker asks for a save, and
 reported after each save. It resumes from its saved progress: the result's
 metrics say where it started (started_at) and the steps it trained in this
-attempt; its fitness depends on the design alone, so a resumed design ends
+attempt, and whether it was handed its parent's checkpoint (parent_handed;
+a mutant loads it, and saves a checkpoint of its own); its fitness depends on the design alone, so a resumed design ends
 with the fitness it would have had. One-shot or persistent
 (EVOQ_PERSISTENT=1), through the evoq_eval helper."""
 import os
@@ -20,6 +21,9 @@ SAVE_EVERY = int(os.environ.get("SAVE_EVERY", "1"))
 
 def train(design):
     seq = int(design["seq"])
+    handed = evoq_eval.parent_checkpoint() is not None
+    if design.get("origin") == "mutant":
+        evoq_eval.load_parent()  # records inherited, or why not
     got = evoq_eval.resume_progress()
     start, total = 0, 0.0
     if got is not None:
@@ -32,8 +36,9 @@ def train(design):
         total += step * seq
         if step % SAVE_EVERY == 0 or evoq_eval.progress_requested():
             evoq_eval.save_progress(step, {"design": design["id"], "step": step, "total": total})
-        evoq_eval.report(step, total / 1000.0, last=step == STEPS)
-    return total, {"started_at": start, "trained_steps": STEPS - start, "pid": os.getpid()}
+        evoq_eval.report(step, total / 1000.0, last=step == STEPS, mutant=int(design.get("origin") == "mutant"))
+    evoq_eval.save({"design": design["id"]})  # its checkpoint, for its mutants
+    return total, {"started_at": start, "trained_steps": STEPS - start, "pid": os.getpid(), "parent_handed": handed}
 
 
 evoq_eval.main(train)
