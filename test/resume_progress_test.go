@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -390,4 +391,55 @@ func TestProgressResumedMutantDoesNotInheritAgain(t *testing.T) {
 				r.DesignID, r.Design.Origin, r.Metrics["parent_handed"], r.Metrics["inherited"], r.Metrics["inherit_reason"])
 		}
 	}
+}
+
+// loggedPast says whether n designs logged a step at or past step in the
+// progress evaluator's STEP_LOG.
+func loggedPast(t *testing.T, file string, n int, step int) bool {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	past := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var id string
+		var s int
+		if _, err := fmt.Sscanf(line, "%s %d", &id, &s); err == nil && s >= step {
+			past[id] = true
+		}
+	}
+	return len(past) >= n
+}
+
+// An interrupted evoq run (Ctrl-C) drains its workers; once the drain time
+// is over they ask their evaluations to save, and hand the designs back.
+// `evoq run --resume` then resumes each from its saved step.
+func TestProgressResumesAfterInterruptAndResume(t *testing.T) {
+	t.Parallel()
+	const run, budget = "intresume", 2
+	dir, steps := t.TempDir(), filepath.Join(t.TempDir(), "steps")
+	env := []string{"SAVE_EVERY=4", "STEP_LOG=" + steps}
+	args := []string{"run", "--dir", dir, "--listen", "127.0.0.1:0"}
+	p := newProc(nil, append(args, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2", "--pool", "2", "--slots", "2",
+		"--ack-wait", "90s", "--drain-timeout", "1s", "--eval-cmd", progressEval(t))...)
+	p.cmd.Stdout = &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
+	p.start(t, env)
+	waitFor(t, time.Minute, func() bool { return loggedPast(t, steps, budget, 2) })
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	_ = p.wait(t, time.Minute)
+	if !strings.Contains(p.stderr.String(), "saved their progress before the hand-back") {
+		t.Errorf("the drained workers did not see their evaluations save:\n%s", tail(p.stderr.String(), 3000))
+	}
+	r := evoqEnv(t, 2*time.Minute, env, append(args, "--resume", "--json")...)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, tail(r.stderr, 3000))
+	}
+	s := lastJSON(t, r.stdout)
+	if s.Progress == nil || s.Progress.Resumed != budget {
+		t.Errorf("summary's progress %+v, want %d resumed", s.Progress, budget)
+	}
+	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
+	checkResumed(t, readResults(t, dir, run), storedReports(t, dir, run), run, budget, both)
 }

@@ -6,7 +6,8 @@ metrics say where it started (started_at) and the steps it trained in this
 attempt, and whether it was handed its parent's checkpoint (parent_handed;
 a mutant loads it, and saves a checkpoint of its own); its fitness depends on the design alone, so a resumed design ends
 with the fitness it would have had. One-shot or persistent
-(EVOQ_PERSISTENT=1), through the evoq_eval helper."""
+(EVOQ_PERSISTENT=1), through the evoq_eval helper. With STEP_LOG set, each
+reported step is also appended to that file as "<design> <step>"."""
 import os
 import sys
 import time
@@ -37,6 +38,9 @@ def train(design):
         if step % SAVE_EVERY == 0 or evoq_eval.progress_requested():
             evoq_eval.save_progress(step, {"design": design["id"], "step": step, "total": total})
         evoq_eval.report(step, total / 1000.0, last=step == STEPS, mutant=int(design.get("origin") == "mutant"))
+        if os.environ.get("STEP_LOG"):
+            with open(os.environ["STEP_LOG"], "a") as f:
+                f.write(f"{design['id']} {step}\n")
     evoq_eval.save({"design": design["id"]})  # its checkpoint, for its mutants
     return total, {"started_at": start, "trained_steps": STEPS - start, "pid": os.getpid(), "parent_handed": handed}
 
