@@ -182,8 +182,8 @@ func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 
 // At the walltime the worker asks its evaluations to save their progress
 // before it hands their designs back: an evaluator that saves every 4th
-// step saves when asked, within the margin, and the next worker resumes
-// each design from there.
+// step also saves when asked, within the margin, and the next worker
+// resumes each design from there.
 func TestProgressSavedAtWalltime(t *testing.T) {
 	t.Parallel()
 	const run, budget = "wallsave", 2
@@ -192,9 +192,12 @@ func TestProgressSavedAtWalltime(t *testing.T) {
 	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
 		"--pool", "2", "--json")
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(ctl.stderr.String(), "work queue ready") })
-	env := []string{"SAVE_EVERY=4"}
+	// Steps of 0.8 s: the first save, at step 4, comes well before the
+	// hand-back 6 s after the worker's start, which asks for another (a
+	// worker whose evaluations never saved does not wait for one).
+	env := []string{"SAVE_EVERY=4", "STEP_S=0.8"}
 	w := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "w", "--slots", "2",
-		"--walltime", "8s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
+		"--walltime", "10s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
 	if err := w.wait(t, time.Minute); err != nil {
 		t.Fatalf("worker at its walltime: %v\n%s", err, tail(w.stderr.String(), 3000))
 	}
