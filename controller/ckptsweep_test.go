@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +110,63 @@ func TestSeqOf(t *testing.T) {
 			t.Errorf("seqOf(%q, %q) = %d, %v; want %d, %v", tt.run, tt.id, seq, ok, tt.seq, tt.ok)
 		}
 	}
+}
+
+// A design's saved progress (<design>.progress) lives while the design
+// has no terminal result and goes once it has one: at once when its result
+// says it saved progress, else at the next sweep; the checkpoint rule is
+// not applied to it.
+func TestProgressInTheStore(t *testing.T) {
+	t.Parallel()
+	b := newCkptBundle(t, schema.KeepPool)
+	putProgress := func(seq uint64) {
+		d := b.design(seq, 0)
+		d.ID += schema.ProgressSuffix
+		b.putOnly(d)
+	}
+	progress := func() []string {
+		refs, err := b.store.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range refs {
+			if isProgress(r.Design) {
+				ids = append(ids, r.Design)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	waitProgress := func(want ...string) {
+		t.Helper()
+		var got []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if got = progress(); slices.Equal(got, want) {
+				return
+			}
+		}
+		t.Fatalf("progress in the store: %v, want %v", got, want)
+	}
+	for _, seq := range []uint64{1, 2, 3} {
+		putProgress(seq)
+	}
+	// Design 1 ends, its result saying it saved progress: deleted at once.
+	d1 := b.design(1, 0)
+	now := time.Now()
+	r := &schema.Result{V: schema.Version, Run: "r", DesignID: d1.ID, Design: *d1, Status: schema.StatusOK, Fitness: 1,
+		Worker: "w", Attempt: 2, Start: now, Stop: now, ResumedFrom: 3, ProgressStep: 9}
+	b.tr.result(r, b.fold.Apply(r, nil), b.fold, true)
+	p2, p3 := schema.DesignID("r", 2)+schema.ProgressSuffix, schema.DesignID("r", 3)+schema.ProgressSuffix
+	waitProgress(p2, p3)
+	// Design 2 ended with a result that says nothing of progress (a lost
+	// design's, say); design 3 is still in flight. The sweep deletes 2's.
+	open := func(id string) bool { return id == schema.DesignID("r", 3) }
+	if !b.tr.keeps(p3, open) || b.tr.keeps(p2, open) {
+		t.Fatalf("keeps: design 3's %v, design 2's %v; want only the open design's kept", b.tr.keeps(p3, open), b.tr.keeps(p2, open))
+	}
+	if n, err := b.tr.sweep(context.Background(), open); err != nil || n != 1 {
+		t.Fatalf("sweep queued %d (%v); want 1, design 2's progress", n, err)
+	}
+	waitProgress(p3)
 }

@@ -446,3 +446,42 @@ func TestProgressResumesAfterInterruptAndResume(t *testing.T) {
 	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
 	checkResumed(t, readResults(t, dir, run), storedReports(t, dir, run), run, budget, both)
 }
+
+// A worker whose evaluator saves no progress behaves as before: its
+// designs, redelivered after it is SIGKILLed, train again from scratch on
+// another worker. The summary counts them and what that cost, and the
+// run's warnings, in the summary and evoq status, say so.
+func TestNoProgressRetrainsFromScratchWarns(t *testing.T) {
+	t.Parallel()
+	const run, budget = "scratch", 2
+	eval := `sleep 4; echo '{"fitness": 1}'`
+	_, url := startBroker(t, t.TempDir())
+	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+		"--pool", "2", "--ack-wait", "3s", "--json")
+	victim := background(t, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
+	_, js := connectJS(t, url)
+	waitFor(t, 30*time.Second, func() bool { return ackPending(t, js, run) == budget })
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	background(t, "worker", "--nats", url, "--run", run, "--id", "rescuer", "--slots", "2", "--eval-cmd", eval)
+	if err := ctl.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	}
+	for _, r := range storedResults(t, js, run) {
+		if r.Attempt != 2 || r.ResumedFrom != 0 || r.ProgressStep != 0 {
+			t.Errorf("%s: attempt %d, resumed_from %d, progress_step %d; want a second attempt from scratch", r.DesignID, r.Attempt, r.ResumedFrom, r.ProgressStep)
+		}
+	}
+	s := lastJSON(t, ctl.stderr.String())
+	if s.Progress == nil || s.Progress.FromScratch != budget || s.Progress.FromScratchCostS < 4 || s.Progress.Resumed != 0 {
+		t.Errorf("summary's progress %+v, want %d from scratch costing about 4 s each (half an evaluation per earlier attempt)", s.Progress, budget)
+	}
+	all := strings.Join(s.Warnings, "\n")
+	if !strings.Contains(all, "2 interrupted designs were retrained from scratch") || !strings.Contains(all, "evoq_eval.save_progress") {
+		t.Errorf("summary warnings do not say that interrupted designs were retrained from scratch:\n%s", all)
+	}
+	st := evoq(t, time.Minute, "status", "--nats", url, "--run", run)
+	if !strings.Contains(st.stdout, "retrained from scratch") {
+		t.Errorf("evoq status does not show the warning:\n%s%s", st.stdout, st.stderr)
+	}
+}
