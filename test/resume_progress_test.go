@@ -119,10 +119,17 @@ func checkResumed(t *testing.T, results []*schema.Result, reps []*schema.Report,
 // design's saved progress could not be used.
 const worker_ProgressMetric = "progress_unusable"
 
-// progressLeft lists the progress objects left in run's store.
-func progressLeft(t *testing.T, js jetstream.JetStream, run string) []string {
+// progressLeft lists the progress objects left in run's store: the
+// object store, or the directory ckptDir when it is not "".
+func progressLeft(t *testing.T, js jetstream.JetStream, run, ckptDir string) []string {
 	t.Helper()
-	s, err := checkpoint.OpenObject(testutil.Context(t, 10*time.Second), js, run, t.TempDir())
+	var s checkpoint.Store
+	var err error
+	if ckptDir != "" {
+		s, err = checkpoint.OpenDir(ckptDir, run)
+	} else {
+		s, err = checkpoint.OpenObject(testutil.Context(t, 10*time.Second), js, run, t.TempDir())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,20 +148,28 @@ func progressLeft(t *testing.T, js jetstream.JetStream, run string) []string {
 // resumes on it where it was saved last, reports no step twice, ends with
 // the fitness of a whole training, and counts once; the summary counts
 // both as resumed, and the store keeps no progress after the run.
-// One-shot and --persistent alike.
+// One-shot and --persistent alike, and with the store in a directory
+// (--checkpoint-dir) as well as in the broker.
 func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []struct {
-		name  string
-		extra []string
-	}{{"one-shot", nil}, {"persistent", []string{"--persistent"}}} {
+		name     string
+		extra    []string
+		ckptDirs bool
+	}{{"one-shot", nil, false}, {"persistent", []string{"--persistent"}, false}, {"checkpoint-dir", nil, true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			const run, budget = "resume", 2
 			eval := progressEval(t)
 			_, url := startBroker(t, t.TempDir())
-			ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
-				"--pool", "2", "--ack-wait", "3s", "--json")
+			ctlArgs := []string{"controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
+				"--pool", "2", "--ack-wait", "3s", "--json"}
+			ckptDir := ""
+			if mode.ckptDirs {
+				ckptDir = t.TempDir()
+				ctlArgs = append(ctlArgs, "--checkpoint-dir", ckptDir)
+			}
+			ctl := background(t, ctlArgs...)
 			victim := background(t, append([]string{"worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2",
 				"--eval-cmd", eval}, mode.extra...)...)
 			_, js := connectJS(t, url)
@@ -173,7 +188,7 @@ func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 			if s.Progress == nil || s.Progress.Resumed != 2 || s.Progress.ResumedSavedS <= 0 || s.Progress.FromScratch != 0 {
 				t.Errorf("summary's progress %+v, want 2 resumed, slot-seconds saved, none from scratch", s.Progress)
 			}
-			if left := progressLeft(t, js, run); len(left) != 0 {
+			if left := progressLeft(t, js, run, ckptDir); len(left) != 0 {
 				t.Errorf("progress left in the store after the run: %v", left)
 			}
 		})
@@ -181,7 +196,7 @@ func TestProgressResumesAfterWorkerKilled(t *testing.T) {
 }
 
 // At the walltime the worker asks its evaluations to save their progress
-// before it hands their designs back: an evaluator that saves every 4th
+// before it hands their designs back: an evaluator that saves every 3rd
 // step also saves when asked, within the margin, and the next worker
 // resumes each design from there.
 func TestProgressSavedAtWalltime(t *testing.T) {
@@ -192,10 +207,10 @@ func TestProgressSavedAtWalltime(t *testing.T) {
 	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
 		"--pool", "2", "--json")
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(ctl.stderr.String(), "work queue ready") })
-	// Steps of 0.8 s: the first save, at step 4, comes well before the
+	// Steps of 0.8 s: the first save, at step 3, comes well before the
 	// hand-back 6 s after the worker's start, which asks for another (a
 	// worker whose evaluations never saved does not wait for one).
-	env := []string{"SAVE_EVERY=4", "STEP_S=0.8"}
+	env := []string{"SAVE_EVERY=3", "STEP_S=0.8"}
 	w := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "w", "--slots", "2",
 		"--walltime", "10s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
 	if err := w.wait(t, time.Minute); err != nil {
@@ -239,7 +254,7 @@ func TestProgressResumesAcrossControllerRestart(t *testing.T) {
 	}
 	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
 	checkResumed(t, storedResults(t, js, run), liveReports(t, js, run), run, budget, both)
-	if left := progressLeft(t, js, run); len(left) != 0 {
+	if left := progressLeft(t, js, run, ""); len(left) != 0 {
 		t.Errorf("progress left in the store after the run: %v", left)
 	}
 }
@@ -349,7 +364,7 @@ func TestProgressResumeWithEarlyStopReplays(t *testing.T) {
 // still say that they inherited, as their first attempt recorded.
 func TestProgressResumedMutantDoesNotInheritAgain(t *testing.T) {
 	t.Parallel()
-	const run, budget = "inhresume", 8
+	const run, budget = "inhresume", 10
 	eval := progressEval(t)
 	_, url := startBroker(t, t.TempDir())
 	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
@@ -358,11 +373,12 @@ func TestProgressResumedMutantDoesNotInheritAgain(t *testing.T) {
 	victim := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "victim", "--slots", "2", "--eval-cmd", eval)
 	_, js := connectJS(t, url)
 	// The evaluator's reports say which designs are mutants: the victim's
-	// two slots both train one, neither near its end (step 12), once two
-	// mutants' latest reports are at steps 3 to 9. (The first designs
-	// are random: the controller publishes the slots and its margin ahead.)
+	// two slots both train one, past a save and not near its end (step
+	// 12), once two mutants' latest reports are at steps 1 to 10. (The first
+	// designs are random: the controller publishes the slots and its
+	// margin ahead.)
 	var mutants map[string]bool
-	waitReports(t, 2*time.Minute, js, run, func(reps []*schema.Report) bool {
+	waitReports(t, 3*time.Minute, js, run, func(reps []*schema.Report) bool {
 		latest := map[string]int64{}
 		mutants = map[string]bool{}
 		for _, r := range reps {
@@ -371,7 +387,7 @@ func TestProgressResumedMutantDoesNotInheritAgain(t *testing.T) {
 			}
 		}
 		for id, step := range latest {
-			if step >= 3 && step <= 9 {
+			if step >= 1 && step <= 10 {
 				mutants[id] = true
 			}
 		}

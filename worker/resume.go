@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/evoq/evoq/checkpoint"
@@ -81,6 +82,8 @@ type attemptProgress struct {
 	saved   int64     // the last step stored by this attempt
 	savedAt time.Time // when
 	warned  bool
+	// announced: the evaluator printed a progress line.
+	announced atomic.Bool
 	// declined: the evaluator did not take the progress handed to it
 	// (its first report is at or before the resume step).
 	declined bool
@@ -182,8 +185,17 @@ func (a *attemptProgress) Saved(ctx context.Context, step int64) {
 	if a == nil {
 		return
 	}
+	// Once the evaluator saves, a hand-back waits for its saves (askSaves),
+	// this one included.
+	a.c.seen.Store(true)
+	a.announced.Store(true)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// A save under way is finished even when the evaluation is cancelled
+	// meanwhile (the walltime, a drain): it is what the design's next
+	// attempt starts from.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ProgressStoreWait)
+	defer cancel()
 	if err := a.store(ctx, step); err != nil {
 		if !a.warned {
 			a.warned = true
@@ -272,7 +284,7 @@ func (a *attemptProgress) resumes() bool { return a != nil && a.in != "" }
 func (a *attemptProgress) saves() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.saved > 0 || a.in != ""
+	return a.saved > 0 || a.in != "" || a.announced.Load()
 }
 
 // savedSince reports whether a save was stored after t.
@@ -339,6 +351,11 @@ func (a *attemptProgress) settle(res *schema.Result) {
 		res.Metrics = m
 	}
 }
+
+// ProgressStoreWait bounds the storing of one save: a store that does not
+// answer in that time (the broker away) loses that save, with a warning,
+// and the evaluation goes on.
+const ProgressStoreWait = 30 * time.Second
 
 // DrainSaveWait is how long a worker whose drain time is over waits for its
 // running evaluations to save their progress before it hands them back.
