@@ -293,18 +293,27 @@ func workerPermissions(run string) *server.Permissions {
 		schema.AlertSubject(run),                                        // alert the controller
 		streamInfo(kvStream + schema.PresenceBucket),                    // js.KeyValue binds to the bucket's stream
 		streamInfo(kvStream + schema.RunBucket),
-		kvKey(schema.PresenceBucket, run+".*"),     // KeyValue.Put and Delete of the worker's heartbeat
+		// KeyValue.Put and Delete of the worker's heartbeat; the bucket
+		// takes no roll-up (DenyRollups), or a put with the header
+		// Nats-Rollup: all would purge every run's heartbeats.
+		kvKey(schema.PresenceBucket, run+".*"),
 		directGet(schema.PresenceBucket, run+".*"), // KeyValue.Get of a heartbeat of the run
 		directGet(schema.RunBucket, run),           // KeyValue.Get of the run's state
 	}
 	pub = append(pub, ackSubjects(schema.DesignStream, cons)...) // Ack, Nak, InProgress, Term
-	// ObjectStore.Put of the run's checkpoints: the chunks and the
-	// metadata; and what reading them needs. Never the purge: it takes
-	// its subject in the request body, so whoever may purge a replaced
-	// object's chunks may purge the whole bucket. The chunks of an upload
-	// that failed, or of an object stored again, are purged by the
-	// controller's sweep (checkpoint.Object.Sweep) instead.
-	pub = append(pub, objSubject(run, "C"), objSubject(run, "M"))
+	// checkpoint.Object.Put of the run's checkpoints: the chunks, and
+	// the request that asks the controller to commit them. Never the
+	// metadata: whoever may publish an object's metadata may mark any
+	// object deleted or point it at other bytes (nats object rm is such
+	// a publish), so the controller alone publishes it
+	// (checkpoint.Object.Commit). Never the purge either: it takes its
+	// subject in the request body, so whoever may purge a replaced
+	// object's chunks may purge the whole bucket. The bucket's stream
+	// takes no roll-up (broker.DenyRollups), or a chunk published with
+	// the header Nats-Rollup: all would purge it. The chunks of an upload
+	// that failed or was never committed are purged by the controller's
+	// sweep (checkpoint.Object.Sweep).
+	pub = append(pub, objSubject(run, "C"), schema.CommitSubject(run))
 	// checkpoint.Object.Fetch: an object's chunks, one direct get by
 	// sequence and subject each (the request names its subject in the
 	// body: any message of the run's own bucket, which the worker may

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -703,12 +704,17 @@ func TestPermissions(t *testing.T) {
 		for _, s := range append(append([]string{}, p.Publish.Allow...), p.Subscribe.Allow...) {
 			// No purge, not even of the run's own checkpoints (the
 			// purge's subject is in its body: it could empty the
-			// bucket), and no consumer deleted, not even one's own.
+			// bucket), no consumer deleted, not even one's own, and
+			// no object's metadata published (an object's deletion is
+			// one): the controller commits a worker's checkpoints.
 			for _, no := range []string{"evoq.design.", "PURGE", "STREAM.DELETE", "MSG.DELETE", "STREAM.CREATE", "STREAM.UPDATE",
 				"CONSUMER.CREATE.EVOQ_DESIGNS", "CONSUMER.DELETE", "$O.>", "$KV.>"} {
 				if strings.Contains(s, no) {
 					t.Errorf("%s may use %s", role, s)
 				}
+			}
+			if slices.Contains(p.Publish.Allow, s) && strings.HasPrefix(s, "$O.") && !strings.HasPrefix(s, "$O."+schema.CheckpointBucket("r1")+".C.") {
+				t.Errorf("%s may publish to %s: only chunks of its run's checkpoints are a worker's", role, s)
 			}
 			if s == ">" || strings.HasPrefix(s, "$JS.API.>") || strings.HasPrefix(s, "_INBOX.>") || strings.HasPrefix(s, "evoq.") && strings.Split(s, ".")[2] != "r1" {
 				t.Errorf("%s may use %s, beyond its run", role, s)

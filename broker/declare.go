@@ -111,7 +111,7 @@ func declare(ctx context.Context, js jetstream.JetStream, replicas int, made *[]
 			return err
 		}
 		there := existed("KV_" + cfg.Bucket)
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		if err := declareBucket(ctx, js, cfg, there); err != nil {
 			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, accountErr(js, replicasErr(err, "KV_"+cfg.Bucket, replicas)))
 		}
 		if !there {
@@ -119,6 +119,25 @@ func declare(ctx context.Context, js jetstream.JetStream, replicas int, made *[]
 		}
 	}
 	return nil
+}
+
+// declareBucket creates or updates the bucket cfg. The presence bucket,
+// which workers write to, takes no roll-up (DenyRollups); once it exists
+// it is updated as a stream, since nats.go's update of a bucket turns
+// roll-ups back on, for as long as it takes to turn them off again.
+func declareBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, there bool) error {
+	if cfg.Bucket != schema.PresenceBucket {
+		_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
+	}
+	if !there {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return DenyRollups(ctx, js, "KV_"+cfg.Bucket, func(c *jetstream.StreamConfig) {
+		c.Description, c.MaxAge, c.Replicas = cfg.Description, cfg.TTL, max(cfg.Replicas, 1)
+	})
 }
 
 func streamConfigs(replicas int) []jetstream.StreamConfig {

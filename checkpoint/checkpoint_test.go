@@ -35,6 +35,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) bundle {
 			if err != nil {
 				t.Fatal(err)
 			}
+			serve(t, s, js)
 			return bundle{store: s, local: local, e: e, js: js}
 		},
 		schema.CheckpointDir: func(t *testing.T) bundle {
@@ -45,6 +46,16 @@ func stores(t *testing.T) map[string]func(t *testing.T) bundle {
 			return bundle{store: s, local: t.TempDir()}
 		},
 	}
+}
+
+// serve commits the uploads to s, as the run's controller does.
+func serve(t *testing.T, s *checkpoint.Object, js jetstream.JetStream) {
+	t.Helper()
+	sub, err := s.Serve(js.Conn(), testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 }
 
 func start(t *testing.T) (*broker.Embedded, jetstream.JetStream) {

@@ -12,34 +12,102 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/sirupsen/logrus"
 )
 
 // Object is the store in the broker's object store, bucket
-// schema.CheckpointBucket(run), one object per design named by its ID.
+// schema.CheckpointBucket(run), one object per design named by its ID
+// (and one per design's saved progress, schema.ProgressName).
 // Evaluators write to files under Local, which the worker uploads.
+//
+// A worker stores an object's chunks itself, but not its metadata: it
+// asks the run's controller to commit the object (Serve, Commit), and
+// the controller alone publishes metadata. Whoever may publish an
+// object's metadata may mark any object deleted or point it at other
+// bytes, and the names of a run's designs cannot be listed in a
+// credential's permissions in advance.
 type Object struct {
 	obs   jetstream.ObjectStore
 	js    jetstream.JetStream
 	run   string
 	local string
+
+	// mu guards nuids: the chunk subject (NUID) of every committed
+	// object, and its name, so that no commit points a second name at
+	// another object's chunks (whose replacement would then purge
+	// them). Loaded by the first Commit; nil before.
+	mu    sync.Mutex
+	nuids map[string]string
+	// smu guards sh, the bucket's stream (bucketStream).
+	smu sync.Mutex
+	sh  jetstream.Stream
 }
 
+// ChunkSize is the size of an object's chunks: nats.go's default.
+const ChunkSize = 128 << 10
+
+// commitWait is CommitWait, shorter in tests.
+var commitWait = CommitWait
+
+// uploadWindow bounds the chunks a Put has in flight, unacknowledged.
+const uploadWindow = 64
+
+// Commits.
+const (
+	// CommitWait bounds how long Put asks the run's controller to
+	// commit an object: long enough for a controller to be restarted
+	// (its lease expires, it replays the run), short enough that a
+	// worker whose run has no controller left goes on without the
+	// checkpoint, with a warning.
+	CommitWait = time.Minute
+	// commitAsk bounds one request of Put's.
+	commitAsk = 5 * time.Second
+	// CommitHandleWait bounds the controller's work on one commit: a
+	// broker that does not answer within it leaves the request
+	// unanswered, and its worker asks again.
+	CommitHandleWait = 10 * time.Second
+)
+
+// Errors of commits.
+var (
+	// ErrNotCommitted means Put stored an object's chunks but no
+	// controller committed it: it refused, or none answered within
+	// CommitWait.
+	ErrNotCommitted = errors.New("checkpoint not committed")
+	// ErrRefused means Commit refused the object for good: asking again
+	// is refused again.
+	ErrRefused = errors.New("checkpoint commit refused")
+)
+
 // CreateObject declares run's bucket, with replicas copies of its
-// stream, and returns its store; local is as for OpenObject.
+// stream, and returns its store; local is as for OpenObject. The bucket's
+// stream takes no roll-up (broker.DenyRollups): a worker may publish
+// chunks to it.
 func CreateObject(ctx context.Context, js jetstream.JetStream, run string, replicas int, local string) (*Object, error) {
-	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      schema.CheckpointBucket(run),
-		Description: "evoq checkpoints of run " + run,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-	})
+	bucket := schema.CheckpointBucket(run)
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      bucket,
+			Description: "evoq checkpoints of run " + run,
+			Storage:     jetstream.FileStorage,
+			Replicas:    max(replicas, 1),
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", schema.CheckpointBucket(run), broker.AccountErr(js, err))
+		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", bucket, broker.AccountErr(js, err))
+	}
+	err = broker.DenyRollups(ctx, js, "OBJ_"+bucket, func(c *jetstream.StreamConfig) { c.Replicas = max(replicas, 1) })
+	if err != nil {
+		return nil, fmt.Errorf("declare checkpoint bucket %s: %w", bucket, err)
 	}
 	return &Object{obs: obs, js: js, run: run, local: local}, nil
 }
@@ -60,21 +128,253 @@ func (o *Object) OutPath(design, tag string) string {
 	return filepath.Join(o.local, design+"."+tag+schema.CheckpointPartial)
 }
 
-// Put implements Store. The object store publishes the chunks first and
-// the object's metadata last: until that, no reader finds it.
-func (o *Object) Put(ctx context.Context, design, path string) (schema.CheckpointRef, error) {
+// Put implements Store: it stores the file's chunks under a fresh NUID,
+// then asks the run's controller to commit the object (see Object). Until
+// then no reader finds it; chunks of an upload that never got committed
+// are purged by the controller's Sweep. name is a design's ID or its
+// progress's name (schema.CheckpointName).
+func (o *Object) Put(ctx context.Context, name, path string) (schema.CheckpointRef, error) {
 	defer os.Remove(path)
+	if _, _, ok := schema.CheckpointName(o.run, name); !ok {
+		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w: not a design of run %s, nor its %s", name, schema.ErrInvalid, o.run, schema.ProgressSuffix)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return schema.CheckpointRef{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	info, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: design}, io.TeeReader(f, h))
+	c, digest, err := o.upload(ctx, name, f)
 	if err != nil {
-		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w", design, err)
+		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w", name, err)
 	}
-	return schema.CheckpointRef{Design: design, Size: int64(info.Size), Digest: schema.DigestPrefix + hex.EncodeToString(h.Sum(nil))}, nil
+	if err := o.askCommit(ctx, c); err != nil {
+		return schema.CheckpointRef{}, fmt.Errorf("store checkpoint of %s: %w", name, err)
+	}
+	return schema.CheckpointRef{Design: name, Size: int64(c.Size), Digest: digest}, nil
+}
+
+// upload publishes r's bytes as the chunks of a new object, and returns
+// the commit that names them and their digest (schema.CheckpointRef's).
+func (o *Object) upload(ctx context.Context, name string, r io.Reader) (*schema.CheckpointCommit, string, error) {
+	id := nuid.Next()
+	subj := o.chunks(id)
+	h := sha256.New()
+	c := &schema.CheckpointCommit{Run: o.run, Name: name, NUID: id}
+	var pending []jetstream.PubAckFuture
+	for {
+		buf := make([]byte, ChunkSize) // kept by its publish until acknowledged
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			fut, err := o.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: buf[:n]})
+			if err != nil {
+				return nil, "", fmt.Errorf("chunk %d: %w", c.Chunks+1, err)
+			}
+			pending = append(pending, fut)
+			c.Size += uint64(n)
+			c.Chunks++
+			if len(pending) >= uploadWindow {
+				if err := acked(ctx, pending[0]); err != nil {
+					return nil, "", err
+				}
+				pending = pending[1:]
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return nil, "", rerr
+		}
+	}
+	for _, fut := range pending {
+		if err := acked(ctx, fut); err != nil {
+			return nil, "", err
+		}
+	}
+	sum := h.Sum(nil)
+	c.Digest = "SHA-256=" + base64.URLEncoding.EncodeToString(sum)
+	return c, schema.DigestPrefix + hex.EncodeToString(sum), nil
+}
+
+// acked waits for a chunk's acknowledgement.
+func acked(ctx context.Context, fut jetstream.PubAckFuture) error {
+	select {
+	case <-fut.Ok():
+		return nil
+	case err := <-fut.Err():
+		return fmt.Errorf("chunk: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// askCommit asks the run's controller to commit c, again and again with
+// a growing pause while none answers, for up to CommitWait.
+func (o *Object) askCommit(ctx context.Context, c *schema.CheckpointCommit) error {
+	body, err := schema.EncodeCommit(c)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(commitWait)
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, commitAsk)
+		reply, err := o.js.Conn().RequestWithContext(actx, schema.CommitSubject(o.run), body)
+		cancel()
+		if err == nil {
+			ans, err := schema.DecodeCommitted(reply.Data)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%w: the controller's answer: %v", ErrNotCommitted, err)
+			case ans.Error != "":
+				return fmt.Errorf("%w: the run's controller refused it: %s", ErrNotCommitted, ans.Error)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return fmt.Errorf("%w: no controller of run %s answered within %s (%v)", ErrNotCommitted, o.run, commitWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// Serve answers the commit requests of the run's workers (Commit) on nc
+// until the returned subscription ends. committed, when not nil, is
+// called with the name of every object committed.
+func (o *Object) Serve(nc *nats.Conn, log logrus.FieldLogger, committed func(name string)) (*nats.Subscription, error) {
+	return nc.Subscribe(schema.CommitSubject(o.run), func(m *nats.Msg) {
+		if !broker.Answerable(m.Reply, o.run) {
+			return // nowhere an answer may go
+		}
+		ans := &schema.CheckpointCommitted{}
+		c, err := schema.DecodeCommit(m.Data)
+		if err == nil {
+			ans.Name = c.Name
+			ctx, cancel := context.WithTimeout(context.Background(), CommitHandleWait)
+			err = o.Commit(ctx, c)
+			cancel()
+		}
+		switch {
+		case err == nil:
+			if committed != nil {
+				committed(c.Name)
+			}
+		case errors.Is(err, ErrRefused) || errors.Is(err, schema.ErrInvalid) || errors.Is(err, schema.ErrMalformed) || errors.Is(err, schema.ErrVersion):
+			log.WithError(err).WithField("name", ans.Name).Warn("refused a worker's checkpoint commit")
+			ans.Error = err.Error()
+		default:
+			log.WithError(err).WithField("name", ans.Name).Warn("committing a checkpoint failed; its worker asks again")
+			return
+		}
+		if b, err := schema.EncodeCommitted(ans); err == nil {
+			_ = m.Respond(b)
+		}
+	})
+}
+
+// Commit publishes the metadata of the object c names, once it checked
+// that c is of this run, names a design's checkpoint not committed yet
+// or a design's progress (whose newer commit replaces the older, whose
+// chunks are purged), and that its chunks are stored and belong to no
+// other object. A commit of what is committed already (a worker asking
+// again when an answer was lost) succeeds. It refuses with ErrRefused;
+// other errors are the broker's.
+//
+// The digest is not checked here, which would move every byte through
+// the controller: every reader checks it (download, Verify).
+func (o *Object) Commit(ctx context.Context, c *schema.CheckpointCommit) error {
+	if c.Run != o.run {
+		return fmt.Errorf("%w: a commit of run %s on run %s's bucket", ErrRefused, c.Run, o.run)
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	_, progress, _ := schema.CheckpointName(o.run, c.Name)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.loadNUIDs(ctx); err != nil {
+		return err
+	}
+	cur, err := o.obs.GetInfo(ctx, c.Name)
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	if cur != nil && cur.NUID == c.NUID {
+		return nil
+	}
+	if owner, ok := o.nuids[c.NUID]; ok {
+		return fmt.Errorf("%w: the chunks %s are those of %s", ErrRefused, c.NUID, owner)
+	}
+	if cur != nil && !progress {
+		return fmt.Errorf("%w: %s is committed already, and a design's checkpoint is stored once", ErrRefused, c.Name)
+	}
+	stream, err := o.bucketStream(ctx)
+	if err != nil {
+		return err
+	}
+	subj := o.chunks(c.NUID)
+	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return err
+	}
+	if got := si.State.Subjects[subj]; got != uint64(c.Chunks) {
+		return fmt.Errorf("%w: %s: %d chunks stored under %s, the commit says %d", ErrRefused, c.Name, got, c.NUID, c.Chunks)
+	}
+	info := jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: c.Name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: ChunkSize}},
+		Bucket:     schema.CheckpointBucket(o.run), NUID: c.NUID, Size: c.Size, Chunks: c.Chunks, Digest: c.Digest,
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	meta := o.meta(c.Name)
+	if _, err := o.js.Publish(ctx, meta, data); err != nil {
+		return err
+	}
+	o.nuids[c.NUID] = c.Name
+	// The bucket takes no roll-up (CreateObject): the metadata replaced
+	// is purged instead. Should the purge fail, readers still read the
+	// last metadata of the name, and the next commit's purge takes both.
+	_ = stream.Purge(ctx, jetstream.WithPurgeSubject(meta), jetstream.WithPurgeKeep(1))
+	if cur != nil {
+		// A progress replaced: its chunks go. Should the purge fail, the
+		// sweep takes them, as it does any chunks without metadata.
+		delete(o.nuids, cur.NUID)
+		_ = stream.Purge(ctx, jetstream.WithPurgeSubject(o.chunks(cur.NUID)))
+	}
+	return nil
+}
+
+// loadNUIDs lists the bucket once, for Commit; o.mu is held.
+func (o *Object) loadNUIDs(ctx context.Context) error {
+	if o.nuids != nil {
+		return nil
+	}
+	infos, err := o.list(ctx, false)
+	if err != nil {
+		return err
+	}
+	o.nuids = map[string]string{}
+	for _, in := range infos {
+		o.nuids[in.NUID] = in.Name
+	}
+	return nil
+}
+
+// chunks is the subject of the chunks stored under id.
+func (o *Object) chunks(id string) string { return "$O." + schema.CheckpointBucket(o.run) + ".C." + id }
+
+// meta is the subject of the metadata of the object name.
+func (o *Object) meta(name string) string {
+	return "$O." + schema.CheckpointBucket(o.run) + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
 }
 
 // Fetch implements Store: it downloads into dst.
@@ -132,7 +432,7 @@ func (o *Object) download(ctx context.Context, design, dst string) error {
 	defer f.Close()
 	h := sha256.New()
 	if info.Size > 0 {
-		stream, err := o.js.Stream(ctx, o.stream())
+		stream, err := o.bucketStream(ctx)
 		if err != nil {
 			return err
 		}
@@ -158,25 +458,56 @@ func (o *Object) download(ctx context.Context, design, dst string) error {
 
 func (o *Object) stream() string { return "OBJ_" + schema.CheckpointBucket(o.run) }
 
-// Delete implements Store. The object store marks a deleted object with a
-// metadata message of its own, kept for ever: one per design, across a
-// run of a million designs, is a store that grows with the budget. Once
-// the marker is there (a reader now finds the object deleted, not
-// chunks gone under it), it is purged too.
-func (o *Object) Delete(ctx context.Context, design string) error {
-	err := o.obs.Delete(ctx, design)
+// bucketStream is the bucket's stream, looked up once: every commit,
+// deletion and download uses it.
+func (o *Object) bucketStream(ctx context.Context) (jetstream.Stream, error) {
+	o.smu.Lock()
+	defer o.smu.Unlock()
+	if o.sh != nil {
+		return o.sh, nil
+	}
+	s, err := o.js.Stream(ctx, o.stream())
+	if err != nil {
+		return nil, err
+	}
+	o.sh = s
+	return s, nil
+}
+
+// Delete implements Store: it purges the object's metadata, then its
+// chunks. The bucket takes no roll-up (CreateObject), so the object
+// store's own deletion, a metadata message marked deleted that replaces
+// the older by a roll-up, cannot be had; and a marker kept for ever per
+// design, across a run of a million designs, is a store that grows with
+// the budget. With the metadata gone first, a reader finds the object
+// gone rather than chunks gone under it.
+func (o *Object) Delete(ctx context.Context, name string) error {
+	info, err := o.obs.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	stream, err := o.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket(o.run))
+	stream, err := o.bucketStream(ctx)
 	if err != nil {
 		return err
 	}
-	meta := "$O." + schema.CheckpointBucket(o.run) + ".M." + base64.URLEncoding.EncodeToString([]byte(design))
-	return stream.Purge(ctx, jetstream.WithPurgeSubject(meta))
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(o.meta(name))); err != nil {
+		return err
+	}
+	if info.NUID == "" {
+		return nil
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(o.chunks(info.NUID))); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	if o.nuids[info.NUID] == name {
+		delete(o.nuids, info.NUID)
+	}
+	o.mu.Unlock()
+	return nil
 }
 
 // ListWait bounds one listing of the bucket: a broker that stops
@@ -249,7 +580,7 @@ func (o *Object) Sweep(ctx context.Context) (int, error) {
 			known[in.NUID] = true
 		}
 	}
-	stream, err := o.js.Stream(ctx, "OBJ_"+schema.CheckpointBucket(o.run))
+	stream, err := o.bucketStream(ctx)
 	if err != nil {
 		return 0, err
 	}

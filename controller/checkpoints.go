@@ -12,6 +12,7 @@ import (
 
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 	"github.com/sirupsen/logrus"
 )
 
@@ -98,9 +99,6 @@ type ckptTracker struct {
 	parents map[string]int  // designs in flight per parent
 	flying  map[string]bool // designs in flight when this controller started
 	best    string
-	// open says whether a design has no terminal result yet; set by the
-	// controller (designOpen), nil in tests of the rule alone.
-	open func(id string) bool
 	// The deletions, done in their own goroutine: a deletion is a few
 	// requests, and the results must not wait for them.
 	mu      sync.Mutex
@@ -115,6 +113,15 @@ type ckptTracker struct {
 	// mutants and inherited count the counted mutants that trained (ok
 	// or stopped) and those of them that said they inherited.
 	mutants, inherited int
+	// progress are the saved progress objects (schema.ProgressName)
+	// committed since this controller started (under mu): each is
+	// deleted once its design has a terminal result; those of earlier
+	// controllers, by the listings (rebuild, sweep, settle).
+	progress map[string]bool
+	// open reports whether a design has no terminal result yet
+	// (Controller.designOpen); sub serves the workers' commits.
+	open func(id string) bool
+	sub  *nats.Subscription
 }
 
 // trained says whether a result of status s is of a design that trained:
@@ -124,7 +131,7 @@ func trained(s schema.Status) bool { return s == schema.StatusOK || s == schema.
 func newCkptTracker(store checkpoint.Store, cfg schema.Checkpoints, log logrus.FieldLogger) *ckptTracker {
 	return &ckptTracker{store: store, cfg: cfg, log: log, refs: map[string]schema.CheckpointRef{},
 		stored: map[string]bool{}, inPool: map[string]bool{}, parents: map[string]int{}, flying: map[string]bool{},
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		progress: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // published notes a design going out for the first time: its parent's
@@ -192,9 +199,9 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.drop(p, live)
 		}
 		t.drop(id, live)
-		t.resultProgress(r, live)
+		t.savedProgress(r)
+		t.dropProgress(id, live)
 	case runstate.Duplicate:
-		t.resultProgress(r, live)
 		// A second evaluation stored its checkpoint over the first: a pool
 		// member's children start from those bytes (training need not be
 		// deterministic); any other design's goes.
@@ -202,15 +209,19 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.refs[id] = *r.Checkpoint
 		}
 		t.drop(id, live)
+		t.savedProgress(r)
+		t.dropProgress(id, live)
 	}
 }
 
-// resultProgress deletes the saved progress of a design that has its
-// terminal result, when the result says the design saved some: others
-// (a lost design's, a save whose result never came) go at the next sweep.
-func (t *ckptTracker) resultProgress(r *schema.Result, live bool) {
-	if live && (r.ProgressStep > 0 || r.ResumedFrom > 0) {
-		t.dropProgress(r.DesignID + schema.ProgressSuffix)
+// savedProgress notes the saved progress a result says its design has
+// (progress_step, resumed_from), as a commit does: in a shared directory
+// no commit comes, and an earlier controller may have served the commit.
+// The design has its result, so it is deleted at once rather than at the
+// next sweep.
+func (t *ckptTracker) savedProgress(r *schema.Result) {
+	if r.ProgressStep > 0 || r.ResumedFrom > 0 {
+		t.committed(schema.ProgressName(r.DesignID))
 	}
 }
 
@@ -226,8 +237,14 @@ func (t *ckptTracker) newBest(f *runstate.Fold, live bool) {
 	}
 }
 
-// needed reports whether id's checkpoint must live on.
+// needed reports whether id's checkpoint must live on. A design's saved
+// progress (schema.ProgressName) lives while the design has no terminal
+// result, whatever Keep says: it is what an interrupted attempt resumes
+// from, and no design's checkpoint.
 func (t *ckptTracker) needed(id string) bool {
+	if d, ok := strings.CutSuffix(id, schema.ProgressSuffix); ok {
+		return t.open != nil && t.open(d)
+	}
 	return t.cfg.Keep == schema.KeepAll || t.inPool[id] || t.parents[id] > 0 || t.flying[id] || id == t.best
 }
 
@@ -268,14 +285,6 @@ func (t *ckptTracker) rebuild(ctx context.Context, inFlight func(context.Context
 	listed := map[string]bool{}
 	var others []string
 	for _, r := range refs {
-		if isProgress(r.Design) {
-			// A design's saved progress lives while the design is open;
-			// the fold, replayed, says which are.
-			if t.open != nil && !t.keeps(r.Design, t.open) {
-				t.dropProgress(r.Design)
-			}
-			continue
-		}
 		listed[r.Design] = true
 		if t.inPool[r.Design] || r.Design == t.best || t.cfg.Keep == schema.KeepAll {
 			t.stored[r.Design] = true
@@ -381,7 +390,10 @@ func (t *ckptTracker) flush(ctx context.Context) {
 				continue
 			}
 			t.mu.Lock()
-			t.deleted++
+			delete(t.progress, id)
+			if !strings.HasSuffix(id, schema.ProgressSuffix) {
+				t.deleted++ // a checkpoint, not a design's saved progress
+			}
 			t.mu.Unlock()
 		}
 	}
@@ -416,7 +428,50 @@ func (c *Controller) openCheckpoints(ctx context.Context) error {
 	}
 	c.ckpt = newCkptTracker(store, *rec, c.log)
 	c.ckpt.open = c.designOpen
+	if obj, ok := store.(*checkpoint.Object); ok {
+		// Workers store chunks; the controller alone commits objects
+		// (checkpoint.Object.Commit), from before the run is recorded,
+		// so that no worker's upload finds nobody to commit it.
+		sub, err := obj.Serve(c.js.Conn(), c.log, c.ckpt.committed)
+		if err != nil {
+			return fmt.Errorf("serve checkpoint commits: %w", err)
+		}
+		c.ckpt.sub = sub
+	}
 	return nil
+}
+
+// committed notes an object a worker's commit stored: a design's saved
+// progress is deleted once the design has a terminal result.
+func (t *ckptTracker) committed(name string) {
+	if !strings.HasSuffix(name, schema.ProgressSuffix) {
+		return // a design's checkpoint: its result says it is stored
+	}
+	t.mu.Lock()
+	t.progress[name] = true
+	t.mu.Unlock()
+}
+
+// dropProgress deletes the saved progress of design id, which has a
+// terminal result, when a worker committed one.
+func (t *ckptTracker) dropProgress(id string, live bool) {
+	name := schema.ProgressName(id)
+	t.mu.Lock()
+	had := t.progress[name]
+	delete(t.progress, name)
+	t.mu.Unlock()
+	if had {
+		t.stored[name] = true
+		t.drop(name, live)
+	}
+}
+
+// stopServing ends the commits of workers' checkpoints: the run's
+// controller is gone, and a worker that asks now waits for the next.
+func (t *ckptTracker) stopServing() {
+	if t != nil && t.sub != nil {
+		_ = t.sub.Unsubscribe()
+	}
 }
 
 // inFlightDesigns reads every design of the run on the work queue, and

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/checkpoint"
-	"github.com/evoq/evoq/schema"
 	"github.com/sirupsen/logrus"
 )
 
@@ -53,13 +52,6 @@ func (t *ckptTracker) sweep(ctx context.Context, open func(id string) bool) (int
 		if pending[id] {
 			continue // its deletion is under way, or retried
 		}
-		if isProgress(id) {
-			if !t.keeps(id, open) {
-				t.dropProgress(id)
-				queued++
-			}
-			continue
-		}
 		if t.needed(id) || open(id) {
 			t.stored[id] = true
 			continue
@@ -87,6 +79,16 @@ func (c *Controller) sweepCheckpoints(ctx context.Context) {
 	case n > 0:
 		c.log.WithField("orphans", n).Info("checkpoint store swept: deleting checkpoints the results did not account for")
 	}
+	// What writers left unfinished, during the run too: the chunks of an
+	// upload whose worker died, or whose commit was refused (a design
+	// evaluated twice stores its checkpoint once), and partial files.
+	left, err := c.ckpt.store.Sweep(lctx)
+	switch {
+	case err != nil:
+		c.log.WithError(err).Warn("sweeping the checkpoint store for what writers left failed; the next sweep tries again")
+	case left > 0:
+		c.log.WithField("leftovers", left).Info("checkpoint store swept: purged uploads never committed")
+	}
 }
 
 // designOpen reports whether design id of this run has no terminal result
@@ -108,33 +110,6 @@ func seqOf(run, id string) (uint64, bool) {
 	}
 	seq, err := strconv.ParseUint(s, 10, 64)
 	return seq, err == nil && seq > 0
-}
-
-// isProgress says whether a store name is a design's saved progress
-// (<design>.progress), not a checkpoint.
-func isProgress(name string) bool { return strings.HasSuffix(name, schema.ProgressSuffix) }
-
-// keeps says whether the store keeps what it holds under name: a design's
-// saved progress while the design has no terminal result (its next
-// attempt, after a restart or --resume too, resumes from it), a checkpoint
-// as the rule says.
-func (t *ckptTracker) keeps(name string, open func(id string) bool) bool {
-	if base, ok := strings.CutSuffix(name, schema.ProgressSuffix); ok {
-		return open != nil && open(base)
-	}
-	return t.needed(name) || open(name)
-}
-
-// dropProgress queues the deletion of a design's saved progress, name
-// <design>.progress.
-func (t *ckptTracker) dropProgress(name string) {
-	t.mu.Lock()
-	t.queue = append(t.queue, name)
-	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
 }
 
 // retryDeletes deletes what failed before, until none is left or wait
@@ -192,7 +167,7 @@ func (t *ckptTracker) settle(ctx context.Context, open func(id string) bool) int
 		refs, err := t.store.List(lctx)
 		n := 0
 		for _, r := range refs {
-			if err != nil || t.keeps(r.Design, open) {
+			if err != nil || t.needed(r.Design) || open(r.Design) {
 				continue
 			}
 			if t.store.Delete(lctx, r.Design) == nil {

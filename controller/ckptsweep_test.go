@@ -112,61 +112,74 @@ func TestSeqOf(t *testing.T) {
 	}
 }
 
-// A design's saved progress (<design>.progress) lives while the design
-// has no terminal result and goes once it has one: at once when its result
-// says it saved progress, else at the next sweep; the checkpoint rule is
-// not applied to it.
-func TestProgressInTheStore(t *testing.T) {
+// A design's saved progress lives while the design has no terminal
+// result: the one committed through this controller is deleted with the
+// design's result, one left by an earlier controller by the sweep, and
+// one of a design in flight stays, whatever Keep says.
+func TestProgressDeleted(t *testing.T) {
 	t.Parallel()
-	b := newCkptBundle(t, schema.KeepPool)
-	putProgress := func(seq uint64) {
-		d := b.design(seq, 0)
-		d.ID += schema.ProgressSuffix
-		b.putOnly(d)
-	}
-	progress := func() []string {
+	b := newCkptBundle(t, schema.KeepAll)
+	open := func(id string) bool { seq, ok := seqOf("r", id); return ok && !b.fold.Has(seq) }
+	b.tr.open = open
+	names := func() []string {
 		refs, err := b.store.List(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ids []string
-		for _, r := range refs {
-			if isProgress(r.Design) {
-				ids = append(ids, r.Design)
-			}
-		}
-		slices.Sort(ids)
-		return ids
-	}
-	waitProgress := func(want ...string) {
-		t.Helper()
 		var got []string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if got = progress(); slices.Equal(got, want) {
-				return
-			}
+		for _, r := range refs {
+			got = append(got, r.Design)
 		}
-		t.Fatalf("progress in the store: %v, want %v", got, want)
+		slices.Sort(got)
+		return got
 	}
-	for _, seq := range []uint64{1, 2, 3} {
-		putProgress(seq)
+	progress := func(seq uint64) string {
+		name := schema.ProgressName(schema.DesignID("r", seq))
+		p := b.store.OutPath(name, "w")
+		if err := os.WriteFile(p, []byte("progress"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Put(context.Background(), name, p); err != nil {
+			t.Fatal(err)
+		}
+		return name
 	}
-	// Design 1 ends, its result saying it saved progress: deleted at once.
-	d1 := b.design(1, 0)
-	now := time.Now()
-	r := &schema.Result{V: schema.Version, Run: "r", DesignID: d1.ID, Design: *d1, Status: schema.StatusOK, Fitness: 1,
-		Worker: "w", Attempt: 2, Start: now, Stop: now, ResumedFrom: 3, ProgressStep: 9}
-	b.tr.result(r, b.fold.Apply(r, nil), b.fold, true)
-	p2, p3 := schema.DesignID("r", 2)+schema.ProgressSuffix, schema.DesignID("r", 3)+schema.ProgressSuffix
-	waitProgress(p2, p3)
-	// Design 2 ended with a result that says nothing of progress (a lost
-	// design's, say); design 3 is still in flight. The sweep deletes 2's.
-	open := func(id string) bool { return id == schema.DesignID("r", 3) }
-	if !b.tr.keeps(p3, open) || b.tr.keeps(p2, open) {
-		t.Fatalf("keeps: design 3's %v, design 2's %v; want only the open design's kept", b.tr.keeps(p3, open), b.tr.keeps(p2, open))
-	}
+	b.tr.committed(progress(1))
+	progress(2) // an earlier controller's: this one never heard of it
+	b.tr.committed(progress(3))
+	b.result(b.design(1, 0), 0.5, true)
+	b.result(b.design(2, 0), 0.6, true)
+	want := []string{"r-1", "r-2", "r-3.progress", "r-2.progress"}
+	slices.Sort(want)
+	testutil.WaitFor(t, 10*time.Second, "design 1's progress deleted with its result", func() bool { return slices.Equal(names(), want) })
 	if n, err := b.tr.sweep(context.Background(), open); err != nil || n != 1 {
 		t.Fatalf("sweep queued %d (%v); want 1, design 2's progress", n, err)
 	}
-	waitProgress(p3)
+	want = []string{"r-1", "r-2", "r-3.progress"}
+	testutil.WaitFor(t, 10*time.Second, "design 2's progress swept, design 3's kept", func() bool { return slices.Equal(names(), want) })
+	if d := b.tr.Deleted(); d != 0 {
+		t.Errorf("%d checkpoints deleted; want none: saved progress is no checkpoint", d)
+	}
+}
+
+// Each sweep during the run purges what writers left unfinished (here a
+// partial file; in the object store, chunks whose commit was refused),
+// not only the sweep at a controller's start.
+func TestSweepPurgesLeftoversDuringRun(t *testing.T) {
+	t.Parallel()
+	b := newCkptBundle(t, schema.KeepPool)
+	c := &Controller{ckpt: b.tr, live: true, fold: b.fold, log: testutil.Logger(t), cfg: Config{Run: "r", Now: time.Now}}
+	b.tr.open = c.designOpen
+	p := b.store.OutPath(schema.DesignID("r", 1), "w9-0-0-1")
+	if err := os.WriteFile(p, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-checkpoint.OrphanAge - time.Minute)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	c.sweepCheckpoints(context.Background())
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old partial file is still there after the sweep: %v", err)
+	}
 }

@@ -197,6 +197,13 @@ type Config struct {
 	OnProgress func(Progress)
 	// Metrics receives the run's figures (see Metrics). Defaults to none.
 	Metrics Metrics
+	// OnResult is called from the controller's goroutine with every
+	// stored result it folds, in stream order (those replayed at start
+	// included), as decoded, err the decoding's error; it must not block.
+	// A live dashboard in the controller's process is fed so, rather than
+	// reading and decoding the results stream a second time. Defaults to
+	// nothing.
+	OnResult func(seq uint64, r *schema.Result, err error)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to logrus.StandardLogger().

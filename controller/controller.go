@@ -32,6 +32,9 @@ type Controller struct {
 	js  jetstream.JetStream
 	cfg Config
 	log logrus.FieldLogger
+	// parents are the canonical genomes of the pool members chosen as
+	// parents (vary).
+	parents parentCache
 	// debug is whether the log takes debug lines: one per result is only
 	// built when it does.
 	debug bool
@@ -157,6 +160,7 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	kept := make(chan struct{})
 	go func() { defer close(kept); c.lease.keep(leaseCtx, c.leaseLost) }()
 	defer func() { stopLease(); <-kept; c.lease.release(context.WithoutCancel(ctx)) }()
+	defer func() { c.ckpt.stopServing() }() // opened by declareRun
 	if err := c.declareRun(ctx); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/runstate"
 
 	"github.com/evoq/evoq/schema"
@@ -85,7 +86,7 @@ func TestAnswerable(t *testing.T) {
 		"$JS.API.STREAM.PURGE.X":     false,
 		"":                           false,
 	} {
-		if got := answerable(reply, "r"); got != want {
+		if got := broker.Answerable(reply, "r"); got != want {
 			t.Errorf("answerable(%q) = %v, want %v", reply, got, want)
 		}
 	}

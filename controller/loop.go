@@ -12,6 +12,7 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
+	"github.com/evoq/evoq/space"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -114,6 +115,9 @@ func (c *Controller) foldExisting(ctx context.Context) error {
 func (c *Controller) apply(m resultMsg) {
 	if !c.current(m) {
 		return
+	}
+	if c.cfg.OnResult != nil {
+		c.cfg.OnResult(m.seq, m.res, m.err)
 	}
 	v := c.fold.Apply(m.res, m.err)
 	c.judge(m, v)
@@ -370,25 +374,60 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 // before operators were kept makes the designs it made.
 func (c *Controller) vary(r *rand.Rand) (map[string]any, []string, error) {
 	v := c.cfg.variation()
+	if !(v.MutationRate >= 0 && v.MutationRate <= 1) {
+		return nil, nil, fmt.Errorf("mutation rate %v: want 0 to 1", v.MutationRate)
+	}
 	pool := c.fold.Pool()
 	a := pool.Tournament(r, c.cfg.Tournament)
-	g, parents := a.Design.Genome, []string{a.Design.ID}
+	parents := []string{a.Design.ID}
+	g, err := c.parents.canonical(c.cfg.Space, pool, a)
+	if err != nil {
+		return nil, parents, err
+	}
 	if v.Crossover > 0 && r.Float64() < v.Crossover {
 		b := pool.Tournament(r, c.cfg.Tournament)
 		if b.Design.ID != a.Design.ID {
 			parents = append(parents, b.Design.ID)
 		}
-		var err error
-		if g, err = c.cfg.Space.Crossover(g, b.Design.Genome, r); err != nil {
+		gb, err := c.parents.canonical(c.cfg.Space, pool, b)
+		if err != nil {
 			return nil, parents, err
 		}
+		g = c.cfg.Space.CrossoverValid(g, gb, r)
 	}
 	if v.MutationRate > 0 {
-		g, err := c.cfg.Space.MutateEach(g, v.MutationRate, r)
-		return g, parents, err
+		return c.cfg.Space.MutateEachValid(g, v.MutationRate, r), parents, nil
 	}
-	g, err := c.cfg.Space.Mutate(g, r)
-	return g, parents, err
+	return c.cfg.Space.MutateValid(g, r), parents, nil
+}
+
+// parentCache holds the canonical genomes (space.Space.Validate) of the
+// pool members that were chosen as parents, by design ID, so that each
+// is checked against the space once rather than once per child: at
+// thousands of children a second the checks were the largest part of
+// making a design. It holds at most about twice the pool's members: past
+// that, whatever left the pool is dropped.
+type parentCache map[string]map[string]any
+
+func (pc *parentCache) canonical(sp *space.Space, pool *runstate.Pool, m runstate.Member) (map[string]any, error) {
+	if g, ok := (*pc)[m.Design.ID]; ok {
+		return g, nil
+	}
+	g, err := sp.Validate(m.Design.Genome)
+	if err != nil {
+		return nil, err
+	}
+	if *pc == nil || len(*pc) >= 2*pool.Len()+64 {
+		kept := make(parentCache, 2*pool.Len()+64)
+		for _, p := range pool.Members() {
+			if pg, ok := (*pc)[p.Design.ID]; ok {
+				kept[p.Design.ID] = pg
+			}
+		}
+		*pc = kept
+	}
+	(*pc)[m.Design.ID] = g
+	return g, nil
 }
 
 // publish stores every design of batch on the work queue and waits for

@@ -104,3 +104,38 @@ func checkCounted(t *testing.T, what string, counted []*schema.Result, s *runsta
 		t.Errorf("%s: counted %d results %v; summary has %d: %v, with some infeasible", what, len(counted), byStatus, s.Evaluations, want)
 	}
 }
+
+// OnResult is handed every stored result the controller folds, in stream
+// order: as many as the stream holds, each sequence once, rising.
+func TestOnResult(t *testing.T) {
+	t.Parallel()
+	bu := setup(t)
+	const run, budget, slots = "onresult", 40, 2
+	var mu sync.Mutex
+	var seqs []uint64
+	cfg := bu.config(run)
+	cfg.Budget, cfg.Init, cfg.Pool = budget, 5, 5
+	cfg.ExpectSlots, cfg.WaitSlots = slots, slots
+	cfg.OnResult = func(seq uint64, r *schema.Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && r != nil {
+			seqs = append(seqs, seq)
+		}
+	}
+	done := bu.start(t, bu.ctx, cfg)
+	bu.worker(t, run, "w1", slots, evaluators.Sim{Mean: 5 * time.Millisecond, Fail: 0.3}, 0)
+	if o := bu.wait(t, done); o.err != nil {
+		t.Fatalf("Run: %v", o.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seqs) < budget {
+		t.Fatalf("OnResult got %d results, want at least the budget, %d", len(seqs), budget)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("OnResult out of stream order: %d after %d", seqs[i], seqs[i-1])
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +161,7 @@ func (s *stopper) warnBad(seq uint64, err error) {
 // onAsk answers a question at once when its report is folded, or keeps
 // it until it is.
 func (s *stopper) onAsk(msg *nats.Msg) {
-	if !answerable(msg.Reply, s.run) {
+	if !broker.Answerable(msg.Reply, s.run) {
 		return // nowhere an answer may go
 	}
 	a, err := schema.DecodeAsk(msg.Data)
@@ -176,18 +175,6 @@ func (s *stopper) onAsk(msg *nats.Msg) {
 		return
 	}
 	s.waiting[a.StreamSeq] = append(s.waiting[a.StreamSeq], waitingAsk{msg: msg, ask: a, since: time.Now()})
-}
-
-// answerable reports whether an answer may go to reply: the inbox of a
-// worker credential of run (broker.InboxPrefix), or a plain inbox of a
-// client without auth. An answer never goes where a question's sender
-// names, or a worker could make the controller publish into another
-// subject, or into another run's inboxes.
-func answerable(reply, run string) bool {
-	if strings.HasPrefix(reply, broker.InboxPrefix(broker.RoleWorker, run)+".") {
-		return true
-	}
-	return strings.HasPrefix(reply, "_INBOX.") && !strings.HasPrefix(reply, "_INBOX.evoq-")
 }
 
 // answer sends the decision taken at the report at seq; a report the rule

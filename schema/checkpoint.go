@@ -36,10 +36,6 @@ func CheckpointBucket(run string) string { return "evoq-ckpt-" + run }
 const (
 	CheckpointSuffix  = ".ckpt"
 	CheckpointPartial = ".partial"
-	// ProgressSuffix ends the store name of a design's saved progress,
-	// <design>.progress, kept beside its checkpoint while the design is
-	// in flight (a shared directory's file is <design>.progress.ckpt).
-	ProgressSuffix = ".progress"
 )
 
 // Checkpoints are a run's checkpoint settings, recorded with the run so

@@ -30,7 +30,17 @@ func (s *Space) Crossover(a, b map[string]any, r *rand.Rand) (map[string]any, er
 	if err != nil {
 		return nil, err
 	}
-	return s.root.cross(pa, pb, r), nil
+	return s.CrossoverValid(pa, pb, r), nil
+}
+
+// CrossoverValid is Crossover of two canonical genomes: each returned by
+// Validate or by one of the space's operators, and unchanged since. It
+// checks nothing, so a caller that keeps its parents' canonical copies
+// (the controller's pool) validates each parent once, not once per child.
+// The child shares the values it does not change with its parents, as
+// every operator's child does; none of them is ever changed in place.
+func (s *Space) CrossoverValid(a, b map[string]any, r *rand.Rand) map[string]any {
+	return s.root.cross(a, b, r)
 }
 
 func (g *group) cross(a, b map[string]any, r *rand.Rand) map[string]any {
@@ -107,8 +117,14 @@ func (s *Space) MutateEach(g map[string]any, rate float64, r *rand.Rand) (map[st
 	if err != nil {
 		return nil, err
 	}
+	return s.MutateEachValid(parent, rate, r), nil
+}
+
+// MutateEachValid is MutateEach of a canonical genome (see CrossoverValid)
+// at a rate already known to lie in [0, 1].
+func (s *Space) MutateEachValid(parent map[string]any, rate float64, r *rand.Rand) map[string]any {
 	if !s.root.mutable() {
-		return parent, nil
+		return parent
 	}
 	child := maps.Clone(parent)
 	changed := false
@@ -121,7 +137,7 @@ func (s *Space) MutateEach(g map[string]any, rate float64, r *rand.Rand) (map[st
 		}
 	}
 	if changed {
-		return child, nil
+		return child
 	}
-	return s.Mutate(child, r)
+	return s.MutateValid(child, r)
 }

@@ -140,3 +140,65 @@ func TestMutateEach(t *testing.T) {
 		t.Error("a parent outside the space was accepted")
 	}
 }
+
+// The operators on canonical genomes make the children their checking
+// forms make from the same seed, and never change a parent: the
+// controller keeps its parents' canonical copies and reuses them for
+// every child.
+func TestValidOperatorsMatchAndKeepParents(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, crossYAML)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 1000 {
+		a, err := s.Validate(s.Random(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Validate(s.Random(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keepA, keepB := deepCopy(a), deepCopy(b)
+		seed := uint64(i)
+		rng := func() *rand.Rand { return rand.New(rand.NewPCG(seed, 5)) }
+
+		want, _ := s.Crossover(a, b, rng())
+		if got := s.CrossoverValid(a, b, rng()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("CrossoverValid gave %v, Crossover %v", got, want)
+		}
+		want, _ = s.Mutate(a, rng())
+		if got := s.MutateValid(a, rng()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("MutateValid gave %v, Mutate %v", got, want)
+		}
+		want, _ = s.MutateEach(a, 0.3, rng())
+		if got := s.MutateEachValid(a, 0.3, rng()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("MutateEachValid gave %v, MutateEach %v", got, want)
+		}
+		if !reflect.DeepEqual(a, keepA) || !reflect.DeepEqual(b, keepB) {
+			t.Fatalf("an operator changed a parent: %v became %v, %v became %v", keepA, a, keepB, b)
+		}
+	}
+}
+
+func deepCopy(g map[string]any) map[string]any {
+	out := make(map[string]any, len(g))
+	for k, v := range g {
+		switch x := v.(type) {
+		case map[string]any:
+			out[k] = deepCopy(x)
+		case []any:
+			items := make([]any, len(x))
+			for i, e := range x {
+				if m, ok := e.(map[string]any); ok {
+					items[i] = deepCopy(m)
+				} else {
+					items[i] = e
+				}
+			}
+			out[k] = items
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -88,14 +88,15 @@ func (g *group) validate(v any, path string) (map[string]any, error) {
 func (g *group) validateMap(m map[string]any, path string) (map[string]any, error) {
 	out := make(map[string]any, len(g.fields))
 	for _, f := range g.fields {
-		p := join(path, f.name)
 		v, ok := m[f.name]
 		if !ok {
-			return nil, genomeErr(p, "missing")
+			return nil, genomeErr(join(path, f.name), "missing")
 		}
-		c, err := f.p.validate(v, p)
+		// The param's path is put together only for an error: a genome
+		// is checked far more often than it is wrong.
+		c, err := f.p.validate(v, "")
 		if err != nil {
-			return nil, err
+			return nil, within(err, join(path, f.name))
 		}
 		out[f.name] = c
 	}
@@ -140,5 +141,26 @@ func join(path, name string) string {
 }
 
 func genomeErr(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidGenome, path, fmt.Sprintf(format, args...))
+	return &genomeError{path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// genomeError is a value of a genome that does not fit the space, at
+// path.
+type genomeError struct{ path, msg string }
+
+func (e *genomeError) Error() string { return ErrInvalidGenome.Error() + ": " + e.path + ": " + e.msg }
+func (e *genomeError) Unwrap() error { return ErrInvalidGenome }
+
+// within puts prefix, the path of the value that holds the one err is
+// about, before err's path.
+func within(err error, prefix string) error {
+	e, ok := err.(*genomeError)
+	if !ok {
+		return err
+	}
+	tail := e.path
+	if tail != "" && tail[0] != '[' && prefix != "" {
+		tail = "." + tail
+	}
+	return &genomeError{path: prefix + tail, msg: e.msg}
 }

@@ -75,8 +75,8 @@ func (p *listParam) validate(v any, path string) (any, error) {
 	}
 	out := make([]any, len(items))
 	for i, it := range items {
-		if out[i], err = p.item.validate(it, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-			return nil, err
+		if out[i], err = p.item.validate(it, ""); err != nil {
+			return nil, within(err, fmt.Sprintf("%s[%d]", path, i))
 		}
 	}
 	return out, nil

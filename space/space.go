@@ -104,15 +104,20 @@ func (s *Space) Mutate(g map[string]any, r *rand.Rand) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.MutateValid(parent, r), nil
+}
+
+// MutateValid is Mutate of a canonical genome (see CrossoverValid).
+func (s *Space) MutateValid(parent map[string]any, r *rand.Rand) map[string]any {
 	if !s.root.mutable() {
-		return parent, nil
+		return parent
 	}
 	for range maxAttempts {
 		if child, changed := s.root.mutate(parent, r); changed {
-			return child, nil
+			return child
 		}
 	}
-	return parent, nil
+	return parent
 }
 
 // Validate checks that g fits the space and returns a canonical deep copy of

@@ -78,14 +78,28 @@ func poolIDs(f *runstate.Fold) []string {
 	return ids
 }
 
-// putBytes stores data as design's checkpoint, as a worker would.
-func putBytes(t *testing.T, s checkpoint.Store, design string, data []byte) {
+// putBytes stores data as design's checkpoint, as a worker would, over
+// any it had. Of the object store, with the run's controller stopped: the
+// test deletes the checkpoint and commits the new one itself, as only
+// the admin may.
+func putBytes(t *testing.T, b *testutil.Broker, s checkpoint.Store, design string, data []byte) {
 	t.Helper()
+	ctx := testutil.Context(t, 10*time.Second)
 	p := s.OutPath(design, "test")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(testutil.Context(t, 10*time.Second), design, p); err != nil {
+	if o, ok := s.(*checkpoint.Object); ok {
+		if err := o.Delete(ctx, design); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := o.Serve(b.JS.Conn(), testutil.Logger(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	if _, err := s.Put(ctx, design, p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -165,7 +179,7 @@ func TestCheckpoints(t *testing.T) {
 			for _, id := range corrupted {
 				switch store {
 				case schema.CheckpointObject:
-					putBytes(t, cs, id, evil)
+					putBytes(t, b, cs, id, evil)
 				case schema.CheckpointDir:
 					rec := runRecord(t, b, run)
 					if err := os.WriteFile(filepath.Join(rec.Checkpoints.Dir, run, id+schema.CheckpointSuffix), evil, 0o644); err != nil {
@@ -184,7 +198,9 @@ func TestCheckpoints(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			putBytes(t, cs, orphan, evaluators.SimCheckpoint(orphan, ckptSize))
+			putBytes(t, b, cs, orphan, evaluators.SimCheckpoint(orphan, ckptSize))
+			// The saved progress of a design that ended goes too.
+			putBytes(t, b, cs, schema.ProgressName(orphan), []byte("progress"))
 			b.NC.Close()
 			b.Shutdown()
 
@@ -200,8 +216,9 @@ func TestCheckpoints(t *testing.T) {
 			m := storeCheckedRE.FindStringSubmatch(r.stderr)
 			wantLeft := map[string]string{schema.CheckpointObject: "0", schema.CheckpointDir: "1"}[store]
 			deleted := regexp.MustCompile(`deleted="?([^" ]+)`).FindStringSubmatch(lineWith(r.stderr, "checkpoint store checked"))
-			if m == nil || m[2] != wantLeft || deleted == nil || !slices.Contains(strings.Split(deleted[1], ","), orphan) {
-				t.Errorf("the continuing controller's check of the store: want the orphan %s deleted and %s leftovers\n%s",
+			if m == nil || m[2] != wantLeft || deleted == nil || !slices.Contains(strings.Split(deleted[1], ","), orphan) ||
+				!slices.Contains(strings.Split(deleted[1], ","), schema.ProgressName(orphan)) {
+				t.Errorf("the continuing controller's check of the store: want the orphan %s and its progress deleted and %s leftovers\n%s",
 					orphan, wantLeft, lineWith(r.stderr, "checkpoint store"))
 			}
 			if m != nil && (atoi(m[1]) < 21 || m[3] != fmt.Sprint(atoi(m[1])-20)) {
@@ -272,6 +289,19 @@ func checkInherited(t *testing.T, res *schema.Result, size int64) {
 		res.Metrics[evaluators.MetricParentBytes] != int64(size) {
 		t.Errorf("mutant %s of %s: inherit %+v, metrics %v; want its parent's %d bytes, inherited", res.DesignID,
 			res.Design.Parents[0], res.Design.Inherit, res.Metrics, size)
+	}
+}
+
+// The default run, its embedded broker without auth: the local workers
+// store checkpoints through the controller's commits, and every mutant
+// inherits its parent's.
+func TestCheckpointsNoAuth(t *testing.T) {
+	t.Parallel()
+	s, _ := runJSON(t, 2*time.Minute, "--run", "na", "--evaluator", "sim", "--sim-mean", "0.01", "--sim-checkpoint", "200KB",
+		"--inherit", "--budget", "40", "--init", "10", "--pool", "5", "--slots", "2", "--gpus", "none")
+	if s.OK != 40 || s.Checkpoints == nil || s.Checkpoints.Stored != 5 || s.Checkpoints.Mutants == 0 ||
+		s.Checkpoints.Inherited != s.Checkpoints.Mutants {
+		t.Errorf("%d ok, checkpoints %+v; want 40, the pool's 5 stored, every mutant inherited", s.OK, s.Checkpoints)
 	}
 }
 

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -145,6 +146,12 @@ func (b *roleBundle) fill(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the run's controller does: it commits what workers upload.
+	sub, err := store.Serve(b.js.Conn(), testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	path := store.OutPath(roleRun+"-1", "t")
 	if err := os.WriteFile(path, bytes.Repeat([]byte("w"), 300<<10), 0o600); err != nil {
 		t.Fatal(err)
@@ -162,7 +169,10 @@ func (b *roleBundle) fill(t *testing.T, ctx context.Context) {
 func objStreamOf(run string) string { return "OBJ_" + schema.CheckpointBucket(run) }
 
 // state is what the destructive calls would change: each stream's
-// messages, its consumers, and its configured limit on messages.
+// messages, its consumers, and its configured limit on messages. Of the
+// checkpoint bucket, the messages are its metadata and the chunks of the
+// stored checkpoint: a refused upload may leave chunks of its own, which
+// the controller's sweep purges.
 func (b *roleBundle) state(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := testutil.Context(t, 30*time.Second)
@@ -176,25 +186,54 @@ func (b *roleBundle) state(t *testing.T) map[string]string {
 		}
 		var consumers []string
 		for c := range s.ConsumerNames(ctx).Name() {
-			consumers = append(consumers, c)
+			// Durable ones: an ephemeral one (a listing's) expires.
+			if c == "someone" || c == schema.ConsumerName(roleRun) {
+				consumers = append(consumers, c)
+			}
 		}
 		info := s.CachedInfo()
 		slices.Sort(consumers)
-		out[name] = fmt.Sprintf("%d messages, max %d, consumers %v", info.State.Msgs, info.Config.MaxMsgs, consumers)
+		msgs := fmt.Sprint(info.State.Msgs)
+		if name == objStreamOf(roleRun) {
+			msgs = b.objectMessages(t, ctx, s)
+		}
+		out[name] = fmt.Sprintf("%s messages, max %d, rollups %v, consumers %v", msgs, info.Config.MaxMsgs, info.Config.AllowRollup, consumers)
 	}
 	return out
+}
+
+// objectMessages are the bucket's metadata messages and the stored
+// checkpoint's chunks.
+func (b *roleBundle) objectMessages(t *testing.T, ctx context.Context, s jetstream.Stream) string {
+	t.Helper()
+	obs, err := b.js.ObjectStore(ctx, schema.CheckpointBucket(roleRun))
+	if err != nil {
+		return err.Error()
+	}
+	in, err := obs.GetInfo(ctx, roleRun+"-1")
+	if err != nil {
+		return err.Error()
+	}
+	meta, err := s.Info(ctx, jetstream.WithSubjectFilter("$O."+schema.CheckpointBucket(roleRun)+".M.>"))
+	if err != nil {
+		return err.Error()
+	}
+	subj := "$O." + schema.CheckpointBucket(roleRun) + ".C." + in.NUID
+	chunks, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("metadata %v, chunks of %s %d", meta.State.Subjects, in.Name, chunks.State.Subjects[subj])
 }
 
 // destructive are the calls that would destroy or change the run's data,
 // as the nats CLI makes them. None may succeed for role.
 //
-// Two are left out for a worker, whose credential serves every worker of
-// its run alike: the purge of a heartbeat of its run (a worker deletes
-// its own heartbeat as it leaves, and the broker cannot tell one worker's
-// key from another's), and an object's removal, which the object store
-// makes by publishing the name's metadata, marked deleted: a worker
-// publishes the metadata of the checkpoints it stores, under names (the
-// designs' IDs) that cannot be listed in its permissions in advance.
+// One is left out for a worker, whose credential serves every worker of
+// its run alike: the deletion of a heartbeat of its run (a worker
+// deletes its own heartbeat as it leaves, and the broker cannot tell one
+// worker's key from another's). Its purge is refused: the presence
+// bucket takes no roll-up.
 func destructive(role broker.Role) [][]string {
 	var calls [][]string
 	streams := []string{schema.DesignStream, schema.ResultStream, schema.ReportStream, "KV_" + schema.RunBucket,
@@ -204,24 +243,38 @@ func destructive(role broker.Role) [][]string {
 			[]string{"stream", "purge", s, "-f"},
 			[]string{"stream", "rm", s, "-f"},
 			[]string{"stream", "edit", s, "--max-msgs", "1", "-f"},
+			[]string{"stream", "edit", s, "--allow-rollup", "-f"},
 			[]string{"stream", "rmm", s, "1", "-f"},
 		)
 	}
+	bucket := schema.CheckpointBucket(roleRun)
+	meta := "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(roleRun+"-1"))
 	calls = append(calls,
 		[]string{"consumer", "rm", schema.DesignStream, schema.ConsumerName(roleRun), "-f"},
 		[]string{"consumer", "rm", objStreamOf(roleRun), "someone", "-f"},
 		[]string{"consumer", "rm", schema.ResultStream, "someone", "-f"},
+		// Another's consumer changed so that the broker removes it.
+		[]string{"consumer", "edit", objStreamOf(roleRun), "someone", "--filter", "$O." + schema.CheckpointBucket(roleRun) + ".M.*", "--inactive-threshold", "1s", "-f"},
+		[]string{"consumer", "edit", schema.ResultStream, "someone", "--filter", schema.ResultSubject(roleRun), "--inactive-threshold", "1s", "-f"},
 		[]string{"kv", "purge", schema.RunBucket, roleRun, "-f"},
 		[]string{"kv", "del", schema.RunBucket, roleRun, "-f"},
 		[]string{"kv", "del", schema.RunBucket, "-f"},
 		[]string{"kv", "del", schema.LeaseBucket, roleRun, "-f"},
 		[]string{"kv", "del", schema.PresenceBucket, "-f"},
-		[]string{"object", "rm", schema.CheckpointBucket(roleRun), "-f"},
+		[]string{"kv", "purge", schema.PresenceBucket, schema.PresenceKey(roleRun, "w1"), "-f"},
+		// A roll-up of every heartbeat of every run, by a put of one.
+		[]string{"pub", "--jetstream", "$KV." + schema.PresenceBucket + "." + schema.PresenceKey(roleRun, "w9"), "x", "-H", "Nats-Rollup:all"},
+		[]string{"object", "rm", bucket, "-f"},
+		[]string{"object", "rm", bucket, roleRun + "-1", "-f"},
+		// The object stored again over the checkpoint, its metadata
+		// overwritten (marked deleted, or pointed at other chunks), and
+		// the bucket rolled up by a chunk.
+		[]string{"object", "put", bucket, "--name", roleRun + "-1", "-f", "/etc/hostname"},
+		[]string{"pub", "--jetstream", meta, `{"name":"` + roleRun + `-1","bucket":"` + bucket + `","nuid":"x","deleted":true}`},
+		[]string{"pub", "--jetstream", "$O." + bucket + ".C.x", "x", "-H", "Nats-Rollup:all"},
 	)
 	if role != broker.RoleWorker {
-		calls = append(calls,
-			[]string{"kv", "purge", schema.PresenceBucket, schema.PresenceKey(roleRun, "w1"), "-f"},
-			[]string{"object", "rm", schema.CheckpointBucket(roleRun), roleRun + "-1", "-f"})
+		calls = append(calls, []string{"kv", "del", schema.PresenceBucket, schema.PresenceKey(roleRun, "w1"), "-f"})
 	}
 	return calls
 }
@@ -282,6 +335,15 @@ func TestRolesRefuseDestruction(t *testing.T) {
 			}
 			if refs, err := store.List(ctx); err != nil || len(refs) != 1 || refs[0].Size != 300<<10 {
 				t.Errorf("checkpoints %+v, %v; want the one of 300 KiB", refs, err)
+			}
+			// And it reads whole with nats.go's object store, which
+			// `nats object get` uses.
+			obs, err := b.js.ObjectStore(ctx, schema.CheckpointBucket(roleRun))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := obs.GetBytes(ctx, roleRun+"-1"); err != nil || !bytes.Equal(got, bytes.Repeat([]byte("w"), 300<<10)) {
+				t.Errorf("the checkpoint reads %d bytes (%v), want its 300 KiB", len(got), err)
 			}
 		})
 	}

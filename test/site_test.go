@@ -1,8 +1,12 @@
 package test
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +28,8 @@ type siteServer struct {
 	srv *server.Server
 	// secrets are what must never appear in evoq's output.
 	secrets []string
+	// workerEnv is added to the workers' environment.
+	workerEnv []string
 }
 
 // startSite starts nats-server with conf (its store directory and listen
@@ -148,23 +154,35 @@ func (s *siteServer) siteRun(t *testing.T, run string, ctlArgs, readArgs []strin
 	dir := t.TempDir()
 	workerFile := filepath.Join(dir, "run.json")
 	const budget = 60
+	// The evaluator prints its environment to its stdout and stderr, and
+	// one design fails with it: the evaluators' logs and the error
+	// result's stderr tail show whatever the worker handed down.
+	script := filepath.Join(dir, "eval.sh")
+	writeSecret(t, script, []byte("cat >/dev/null\nenv\nenv >&2\ncase \"$EVOQ_DESIGN_ID\" in *-7) exit 1;; esac\n"+
+		"echo \"{\\\"fitness\\\": ${EVOQ_DESIGN_ID##*-}}\"\n"))
 	ctl := background(t, append(append([]string{"controller"}, ctlArgs...), "--run", run, "--budget", strconv.Itoa(budget),
-		"--init", "10", "--pool", "5", "--connect-file", workerFile, "--json", "--wait-slots", "4")...)
+		"--init", "10", "--pool", "5", "--connect-file", workerFile, "--json", "--wait-slots", "4", "--eval-cmd", "sh "+script)...)
 	waitFor(t, time.Minute, func() bool { return fileExists(workerFile) || ctl.exited() })
 	if ctl.exited() {
 		t.Fatalf("controller ended before writing its workers' connect file: %v\n%s", ctl.err, tail(ctl.stderr.String(), 3000))
 	}
+	logs := filepath.Join(dir, "evaluator-logs")
 	var workers []*proc
 	for i := range 2 {
-		workers = append(workers, background(t, "worker", "--connect", workerFile, "--id", fmt.Sprintf("w%d", i),
-			"--slots", "2", "--gpus", "none", "--evaluator", "sim", "--sim-mean", "0.01"))
+		workers = append(workers, backgroundEnv(t, s.workerEnv, "worker", "--connect", workerFile, "--id", fmt.Sprintf("w%d", i),
+			"--slots", "2", "--gpus", "none", "--eval-logs", logs))
 	}
-	if err := ctl.wait(t, 2*time.Minute); err != nil {
-		t.Fatalf("controller: %v\n%s", err, tail(ctl.stderr.String(), 3000))
+	select {
+	case <-ctl.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the controller is still running after 2 min\n%s\nworker:\n%s", tail(ctl.stderr.String(), 3000), tail(workers[0].stderr.String(), 3000))
+	}
+	if ctl.err != nil {
+		t.Fatalf("controller: %v\n%s", ctl.err, tail(ctl.stderr.String(), 3000))
 	}
 	out := ctl.stderr.String()
-	if sm := lastJSON(t, out); sm.Evaluations != budget {
-		t.Fatalf("%d evaluations, want %d", sm.Evaluations, budget)
+	if sm := lastJSON(t, out); sm.Evaluations != budget || sm.Error != 1 {
+		t.Fatalf("%d evaluations, %d errors; want %d, 1 (design 7)", sm.Evaluations, sm.Error, budget)
 	}
 	s.noSecret(t, "the controller's output", out)
 	for i, w := range workers {
@@ -173,6 +191,7 @@ func (s *siteServer) siteRun(t *testing.T, run string, ctlArgs, readArgs []strin
 		}
 		s.noSecret(t, "a worker's output", w.stderr.String())
 	}
+	s.noSecretInLogs(t, logs)
 	report := filepath.Join(dir, "report.html")
 	for _, args := range [][]string{
 		{"status", "--run", run},
@@ -185,13 +204,108 @@ func (s *siteServer) siteRun(t *testing.T, run string, ctlArgs, readArgs []strin
 			t.Errorf("evoq %s: exit %d\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 2000))
 		}
 		s.noSecret(t, "evoq "+args[0]+"'s output", r.stdout+r.stderr)
+		if args[0] == "export" && !strings.Contains(r.stdout, "EVOQ_DESIGN_ID=") {
+			t.Errorf("the export has no error result with its evaluator's stderr: the test does not test it\n%s", tail(r.stdout, 2000))
+		}
 	}
 	if data, err := os.ReadFile(report); err == nil {
 		s.noSecret(t, "the report", string(data))
 	} else {
 		t.Errorf("report: %v", err)
 	}
+	s.noSecretInPNGs(t, report)
 	return out
+}
+
+// noSecretInLogs checks every evaluator log file under dir, and that
+// there are some, with the environment the evaluators were given.
+func (s *siteServer) noSecretInLogs(t *testing.T, dir string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(data), "EVOQ_DESIGN_ID=") {
+			n++
+		}
+		s.noSecret(t, "the evaluator log "+filepath.Base(path), string(data))
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Errorf("evaluator logs under %s: %v, %d with the evaluator's environment; want some", dir, err, n)
+	}
+}
+
+// noSecretInPNGs checks the report's charts (report-*.png beside it),
+// and that there are some: their bytes, and the text of their text
+// chunks (tEXt, and zTXt and iTXt inflated).
+func (s *siteServer) noSecretInPNGs(t *testing.T, report string) {
+	t.Helper()
+	pngs, _ := filepath.Glob(strings.TrimSuffix(report, ".html") + "-*.png")
+	if len(pngs) == 0 {
+		t.Errorf("no chart beside %s", report)
+	}
+	for _, p := range pngs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.noSecret(t, "the chart "+filepath.Base(p), string(data))
+		s.noSecret(t, "the text chunks of the chart "+filepath.Base(p), strings.Join(pngText(t, data), "\n"))
+	}
+}
+
+// pngText is the text of data's text chunks.
+func pngText(t *testing.T, data []byte) []string {
+	t.Helper()
+	if !bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("not a PNG")
+	}
+	var texts []string
+	for rest := data[8:]; len(rest) >= 12; {
+		n := binary.BigEndian.Uint32(rest)
+		if uint64(n)+12 > uint64(len(rest)) {
+			t.Fatalf("a PNG chunk of %d bytes runs past the file's end", n)
+		}
+		kind, body := string(rest[4:8]), rest[8:8+n]
+		rest = rest[12+n:]
+		switch kind {
+		case "tEXt":
+			texts = append(texts, string(body))
+		case "zTXt", "iTXt":
+			// keyword NUL [iTXt: flag method lang NUL key NUL] method data
+			key, z, _ := bytes.Cut(body, []byte{0})
+			texts = append(texts, string(key))
+			if kind == "iTXt" {
+				if len(z) < 2 || z[0] == 0 {
+					texts = append(texts, string(z))
+					continue
+				}
+				z = z[2:]
+				for range 2 {
+					_, z, _ = bytes.Cut(z, []byte{0})
+				}
+			} else if len(z) > 0 {
+				z = z[1:]
+			}
+			r, err := zlib.NewReader(bytes.NewReader(z))
+			if err != nil {
+				t.Errorf("a %s chunk that does not inflate: %v", kind, err)
+				continue
+			}
+			b, err := io.ReadAll(r)
+			if err != nil {
+				t.Errorf("a %s chunk that does not inflate: %v", kind, err)
+			}
+			texts = append(texts, string(b))
+		}
+	}
+	return texts
 }
 
 // A site's NATS with an account of its own, JetStream enabled, and a user
@@ -205,6 +319,9 @@ func TestSitePassword(t *testing.T) {
 	s := startSite(t, fmt.Sprintf("accounts {\n  SITE { jetstream: enabled, users: [ {user: evoq, password: %q} ] }\n}\n", password))
 	s.secrets = []string{password}
 	url := strings.Replace(s.url, "nats://", "nats://evoq:"+password+"@", 1)
+	// The workers' environment names the URL with its password too, as
+	// a batch job's may: their evaluators must not be handed it.
+	s.workerEnv = []string{"NATS_URL=" + url}
 	out := s.siteRun(t, "pw", []string{"--nats", url}, []string{"--nats", url})
 	if !strings.Contains(out, "nats://evoq:***@127.0.0.1") {
 		t.Errorf("the controller's log names no redacted URL:\n%s", tail(out, 3000))
@@ -289,13 +406,21 @@ func (s *siteServer) siteRunEnv(t *testing.T, run string, ctlArgs, env []string,
 		}
 		s.noSecret(t, "a worker's output", w.stderr.String())
 	}
-	for _, args := range [][]string{{"status", "--run", run}, {"status", "--run", run, "--json"}, {"export", "--run", run}} {
+	report := filepath.Join(dir, "report.html")
+	for _, args := range [][]string{{"status", "--run", run}, {"status", "--run", run, "--json"}, {"export", "--run", run},
+		{"report", "--run", run, "--out", report}} {
 		r := evoqEnv(t, time.Minute, env, args...)
 		if r.code != 0 {
 			t.Errorf("evoq %s: exit %d\n%s", strings.Join(args, " "), r.code, tail(r.stderr, 2000))
 		}
 		s.noSecret(t, "evoq "+args[0]+"'s output", r.stdout+r.stderr)
 	}
+	if data, err := os.ReadFile(report); err == nil {
+		s.noSecret(t, "the report", string(data))
+	} else {
+		t.Errorf("report: %v", err)
+	}
+	s.noSecretInPNGs(t, report)
 	return out
 }
 

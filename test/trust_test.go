@@ -220,14 +220,22 @@ func TestTrustEmbedded(t *testing.T) {
 	for _, r := range []struct {
 		run    string
 		budget int
-	}{{"ea", 40}, {"eb", 30}} {
-		res := evoq(t, 2*time.Minute, "run", "--dir", dir, "--listen", "127.0.0.1:0", "--trust", trust, "--run", r.run,
-			"--evaluator", "sim", "--sim-mean", "0.01", "--budget", strconv.Itoa(r.budget), "--init", "10", "--pool", "5", "--slots", "2", "--json")
+		more   []string
+	}{{"ea", 40, []string{"--inherit", "--sim-checkpoint", "200KB"}}, {"eb", 30, nil}} {
+		res := evoq(t, 2*time.Minute, append([]string{"run", "--dir", dir, "--listen", "127.0.0.1:0", "--trust", trust, "--run", r.run,
+			"--evaluator", "sim", "--sim-mean", "0.01", "--budget", strconv.Itoa(r.budget), "--init", "10", "--pool", "5", "--slots", "2", "--json"}, r.more...)...)
 		if res.code != 0 {
 			t.Fatalf("run %s: exit %d\n%s", r.run, res.code, tail(res.stderr, 3000))
 		}
-		if s := lastJSON(t, res.stdout); s.Evaluations != r.budget {
+		s := lastJSON(t, res.stdout)
+		if s.Evaluations != r.budget {
 			t.Fatalf("run %s: %d evaluations, want %d", r.run, s.Evaluations, r.budget)
+		}
+		// The workers' JWT stores checkpoints through the controller's
+		// commits, and every mutant inherits its parent's.
+		if r.more != nil && (s.Checkpoints == nil || s.Checkpoints.Stored != 5 || s.Checkpoints.Mutants == 0 ||
+			s.Checkpoints.Inherited != s.Checkpoints.Mutants) {
+			t.Errorf("run %s: checkpoints %+v; want the pool's 5 stored, every mutant inherited", r.run, s.Checkpoints)
 		}
 	}
 	for _, r := range []struct {

@@ -24,6 +24,9 @@ type ckpts struct {
 	// local holds the files passing between evaluators and the object
 	// store: this worker process's own, removed when it ends.
 	local string
+	// none: the evaluator says it never writes a checkpoint
+	// (NoCheckpoints), so its tasks get no file to write.
+	none bool
 	// progDir holds the progress files of this worker's evaluations
 	// (resume.go), its own too, whichever the store.
 	progDir string
@@ -72,7 +75,8 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 		_ = os.RemoveAll(progDir)
 		return err
 	}
-	w.ckpt = &ckpts{store: s, cfg: c, local: local, progDir: progDir}
+	nc, ok := w.cfg.Evaluator.(NoCheckpoints)
+	w.ckpt = &ckpts{store: s, cfg: c, local: local, none: ok && nc.NoCheckpoints(), progDir: progDir}
 	w.log.WithFields(logrus.Fields{"store": c.Store, "dir": c.Dir, "max_checkpoint": c.Max,
 		"inherit": c.Inherit}).Info("checkpoints on")
 	return nil
@@ -98,7 +102,10 @@ func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.D
 		return taskFiles{}
 	}
 	// The tag names the delivery, so no earlier attempt wrote this file.
-	f := taskFiles{out: c.store.OutPath(d.ID, tag)}
+	var f taskFiles
+	if !c.none {
+		f.out = c.store.OutPath(d.ID, tag)
+	}
 	if !c.cfg.Inherit || d.Origin != schema.OriginMutant || resumes {
 		return f
 	}

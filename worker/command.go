@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/schema"
 	"golang.org/x/sys/unix"
 )
@@ -83,7 +84,7 @@ func (c Command) Evaluate(ctx context.Context, t Task) Outcome {
 	}
 	defer guard.close()
 	cmd.Stdin = bytes.NewReader(input)
-	cmd.Env = append(append(os.Environ(), c.Env...), taskEnv(t)...)
+	cmd.Env = append(append(evaluatorEnviron(), c.Env...), taskEnv(t)...)
 	files, err := openLogs(c.LogDir, t.Design.Run, logName(t))
 	if err != nil {
 		return Failed(ctx, err)
@@ -615,6 +616,21 @@ func checkpointEnv(t Task) []string {
 	}
 	if t.ProgressIn != "" {
 		env = append(env, "EVOQ_PROGRESS_IN="+t.ProgressIn, "EVOQ_RESUME_STEP="+strconv.FormatInt(t.ResumeStep, 10))
+	}
+	return env
+}
+
+// evaluatorEnviron is the worker's environment as its evaluators get it:
+// $NATS_URL without the user info of its URLs. A password or token that
+// reached the worker there would otherwise reach every evaluator, and
+// any evaluator that prints its environment, or crashes with it, would
+// put it in its log and in its error results.
+func evaluatorEnviron() []string {
+	env := os.Environ()
+	for i, kv := range env {
+		if u, ok := strings.CutPrefix(kv, "NATS_URL="); ok && broker.HasUserInfo(u) {
+			env[i] = "NATS_URL=" + broker.StripUserInfo(u)
+		}
 	}
 	return env
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -338,7 +337,7 @@ func (p *Persistent) start(t Task) (*evalProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(append(os.Environ(), p.Env...), "EVOQ_RUN="+t.Design.Run, "EVOQ_SLOT="+strconv.Itoa(t.Slot),
+	cmd.Env = append(append(evaluatorEnviron(), p.Env...), "EVOQ_RUN="+t.Design.Run, "EVOQ_SLOT="+strconv.Itoa(t.Slot),
 		"EVOQ_WORKER="+t.Worker, "EVOQ_PERSISTENT=1")
 	cmd.Env = append(cmd.Env, GPUEnv(t.GPU)...)
 	files, err := openLogs(p.LogDir, t.Design.Run, fmt.Sprintf("%s-slot%d", t.Worker, t.Slot))

@@ -60,7 +60,7 @@ type progressHeader struct {
 const maxProgressHeader = 4096
 
 // progressName is the store name of design's progress.
-func progressName(design string) string { return design + schema.ProgressSuffix }
+func progressName(design string) string { return schema.ProgressName(design) }
 
 // attemptProgress is one attempt's side of its design's progress.
 type attemptProgress struct {
@@ -81,7 +81,7 @@ type attemptProgress struct {
 	mu      sync.Mutex
 	saved   int64     // the last step stored by this attempt
 	savedAt time.Time // when
-	warned  bool
+	warned  bool      // Saved's alone
 	// announced: the evaluator printed a progress line.
 	announced atomic.Bool
 	// declined: the evaluator did not take the progress handed to it
@@ -93,8 +93,8 @@ type attemptProgress struct {
 // the files of this attempt. A progress object that cannot be used never
 // fails the design: it starts from scratch, and its result says why.
 func (c *ckpts) progressFor(ctx context.Context, log logrus.FieldLogger, d *schema.Design, msg design, tag string) *attemptProgress {
-	if c == nil || c.progDir == "" {
-		return nil
+	if c == nil || c.progDir == "" || c.none {
+		return nil // a built-in evaluator that writes no files saves no progress either
 	}
 	base := filepath.Join(c.progDir, d.ID+"."+tag)
 	a := &attemptProgress{c: c, log: log.WithField("design", d.ID), design: d.ID, tag: tag, msg: msg, began: time.Now(),
@@ -189,29 +189,31 @@ func (a *attemptProgress) Saved(ctx context.Context, step int64) {
 	// this one included.
 	a.c.seen.Store(true)
 	a.announced.Store(true)
+	// One evaluation's saves come one at a time (its lines are read in
+	// order), so mu is held for the state alone, not across the store:
+	// askSaves reads it meanwhile.
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	// A save under way is finished even when the evaluation is cancelled
-	// meanwhile (the walltime, a drain): it is what the design's next
-	// attempt starts from.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ProgressStoreWait)
+	last := a.saved
+	a.mu.Unlock()
+	ctx, cancel := saveContext(ctx)
 	defer cancel()
-	if err := a.store(ctx, step); err != nil {
+	if err := a.store(ctx, step, last); err != nil {
 		if !a.warned {
 			a.warned = true
 			a.log.WithError(err).WithField("step", step).Warn("saving the evaluator's progress failed; an interrupted design restarts from its last saved step (further failures of this evaluation are not logged)")
 		}
 		return
 	}
+	a.mu.Lock()
 	a.saved, a.savedAt = step, time.Now()
-	a.c.seen.Store(true)
+	a.mu.Unlock()
 	// A save says the evaluation lives, as a report does.
 	_ = a.msg.InProgress()
 }
 
-func (a *attemptProgress) store(ctx context.Context, step int64) error {
-	if a.saved > 0 && step <= a.saved {
-		return fmt.Errorf("progress step %d does not follow the last saved, %d", step, a.saved)
+func (a *attemptProgress) store(ctx context.Context, step, last int64) error {
+	if last > 0 && step <= last {
+		return fmt.Errorf("progress step %d does not follow the last saved, %d", step, last)
 	}
 	f, err := os.Open(a.out)
 	if err != nil {
@@ -353,9 +355,44 @@ func (a *attemptProgress) settle(res *schema.Result) {
 }
 
 // ProgressStoreWait bounds the storing of one save: a store that does not
-// answer in that time (the broker away) loses that save, with a warning,
-// and the evaluation goes on.
-const ProgressStoreWait = 30 * time.Second
+// answer in that time (the broker away, no controller to commit it) loses
+// that save, with a warning, and the evaluation goes on.
+const ProgressStoreWait = 10 * time.Second
+
+// HandBackSaveGrace is how long a save under way when its evaluation is
+// cancelled (the walltime, an expired drain) still has to be stored: it is
+// what the design's next attempt starts from, but the hand-back waits for
+// it.
+const HandBackSaveGrace = 5 * time.Second
+
+// saveContext is the context of one save of an evaluation running under
+// parent: ProgressStoreWait, cut to HandBackSaveGrace once parent ends. A
+// save that starts once parent has ended (lines the evaluator printed
+// before it was killed) is not stored: the hand-back does not wait for a
+// queue of them.
+func saveContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ProgressStoreWait)
+	if parent.Err() != nil {
+		cancel()
+		return ctx, cancel
+	}
+	var grace *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(parent, func() {
+		mu.Lock()
+		grace = time.AfterFunc(HandBackSaveGrace, cancel)
+		mu.Unlock()
+	})
+	return ctx, func() {
+		stop()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
 
 // DrainSaveWait is how long a worker whose drain time is over waits for its
 // running evaluations to save their progress before it hands them back.

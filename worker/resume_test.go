@@ -66,12 +66,12 @@ func TestProgressRoundTrip(t *testing.T) {
 		if err := os.WriteFile(first.out, []byte(s.body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := first.store(ctx, s.step); err != nil {
+		if err := first.store(ctx, s.step, first.saved); err != nil {
 			t.Fatal(err)
 		}
 		first.saved = s.step
 	}
-	if err := first.store(ctx, 2); err == nil {
+	if err := first.store(ctx, 2, first.saved); err == nil {
 		t.Error("a save at a step not after the last was stored")
 	}
 	next := c.progressFor(ctx, log, d, design{}, "w-0-0-2")

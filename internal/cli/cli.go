@@ -45,6 +45,7 @@ var commands = map[string]entry{
 	"bench":      {"run named workloads end to end and print their figures; --vs-dask runs Dask side by side", func(e Env) command { return &benchCmd{env: e} }},
 	"report":     {"write a run's report: one HTML page with charts, and the charts as PNGs", func(e Env) command { return inspect.Report(e) }},
 	"replay":     {"rebuild a run's pool from its results stream and check its integrity", func(e Env) command { return inspect.Replay(e) }},
+	"dashboard":  {"serve a run's live dashboard in the browser, read-only, from a broker or a store", func(e Env) command { return inspect.Dashboard(e) }},
 }
 
 // Main runs the command line and returns the exit code.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/evoq/evoq/broker"
 	"github.com/evoq/evoq/controller"
+	"github.com/evoq/evoq/internal/cmdbase"
+	"github.com/evoq/evoq/internal/dashboard"
 	"github.com/evoq/evoq/internal/metrics"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
@@ -40,6 +42,7 @@ type controllerCmd struct {
 	runGiven      bool
 	fromRun       string
 	metricsAddr   string
+	dash          cmdbase.DashboardFlags
 	replicas      int
 	trustPath     string
 	credentialTTL time.Duration
@@ -57,6 +60,7 @@ func (c *controllerCmd) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.jsonOut, "json", false, "print the run's figures as one JSON object, the last line of stdout")
 	fs.IntVar(&c.waitSlots, "wait-slots", 0, "wait until this many worker slots are live before the first design")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this address, e.g. :9090")
+	c.dash.Register(fs, "")
 	fs.StringVar(&c.fromRun, "from-run", "", "seed the initial population with the best designs of this earlier run (same store or broker)")
 	fs.BoolVar(&c.resume, "resume", false, "continue a stopped run from its store: --run, or the only unfinished run there")
 	fs.StringVar(&c.connectFile, "connect-file", "", "write the broker URLs and run ID here (mode 0600) for 'evoq worker --connect'")
@@ -79,6 +83,9 @@ func (c *controllerCmd) Run(ctx context.Context, args []string) error {
 	}
 	log, err := c.l.logger(c.env.Stderr)
 	if err != nil {
+		return err
+	}
+	if err := c.dash.Validate(); err != nil {
 		return err
 	}
 	cfg, err := c.config(ctx, fs, log)
@@ -123,6 +130,9 @@ func (c *controllerCmd) prepare(ctx context.Context, s *session, cfg *controller
 		return err
 	}
 	if err := c.serveMetrics(ctx, cfg, log); err != nil {
+		return err
+	}
+	if err := c.serveDashboard(ctx, s, cfg, log); err != nil {
 		return err
 	}
 	if err := c.writeConnectFile(ctx, s, cfg.Run, log); err != nil {
@@ -252,6 +262,20 @@ func (c *controllerCmd) seedFrom(ctx context.Context, s *session, cfg *controlle
 		return fmt.Errorf("--from-run %s: %w", c.fromRun, err)
 	}
 	cfg.Seeds = append(cfg.Seeds, seeds...)
+	return nil
+}
+
+// serveDashboard, with --dashboard, serves the run's live page from this
+// process: the controller hands it each result it folds, and it reads the
+// reports, record, lease and heartbeats through the controller's own
+// connection, once for any number of pages.
+func (c *controllerCmd) serveDashboard(ctx context.Context, s *session, cfg *controller.Config, log logrus.FieldLogger) error {
+	db, err := c.dash.Start(ctx, s.js, cfg.Run, dashboard.Options{Fed: true}, log)
+	if err != nil || db == nil {
+		return err
+	}
+	cfg.OnResult = db.Feed
+	fmt.Fprintf(c.env.Stderr, "evoq: dashboard of run %s at %s\n", cfg.Run, db.URL())
 	return nil
 }
 

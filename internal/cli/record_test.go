@@ -80,6 +80,10 @@ var processFlags = map[string]string{
 	"log-format":        "how the log is written",
 	"log-level":         "what the log shows",
 	"metrics":           "where Prometheus metrics are served",
+
+	// The live dashboard reads the run and changes nothing.
+	"dashboard":            "where the read-only live dashboard is served",
+	"dashboard-token-file": "what the read-only dashboard asks of a browser",
 }
 
 // recordPaths are the msgpack paths of every field of schema.Run, nested

@@ -115,6 +115,9 @@ func (c *runCmd) problemDefaults(fs *flag.FlagSet, cfg *controller.Config) error
 }
 
 func (c *runCmd) validate(ctx context.Context, fs *flag.FlagSet, log logrus.FieldLogger) error {
+	if err := c.dash.Validate(); err != nil {
+		return err
+	}
 	if err := c.w.validate(fs); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ var FlagGroups = []struct {
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
 		"cluster-name", "server-name", "cluster-listen", "routes"}},
 	{"Security", []string{"insecure", "auth", "trust", "credential-expiry", "creds", "nkey", "worker-creds", "reader-creds", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},
-	{"Output and observability", []string{"json", "progress", "idle-alarm", "metrics", "log-format", "log-level"}},
+	{"Output and observability", []string{"json", "progress", "idle-alarm", "metrics", "dashboard", "dashboard-token-file", "log-format", "log-level"}},
 }
 
 // OtherHeading is where a flag that FlagGroups does not name is listed.

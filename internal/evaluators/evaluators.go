@@ -32,6 +32,9 @@ type Noop struct{}
 // Name implements worker.Evaluator.
 func (Noop) Name() string { return "noop" }
 
+// NoCheckpoints implements worker.NoCheckpoints: Noop keeps no weights.
+func (Noop) NoCheckpoints() bool { return true }
+
 // Evaluate implements worker.Evaluator.
 func (Noop) Evaluate(context.Context, worker.Task) worker.Outcome {
 	return worker.Outcome{Status: schema.StatusOK}
@@ -79,6 +82,10 @@ const SimSigma = 0.8
 
 // Name implements worker.Evaluator.
 func (Sim) Name() string { return "sim" }
+
+// NoCheckpoints implements worker.NoCheckpoints: Sim writes one only
+// with Checkpoint set.
+func (s Sim) NoCheckpoints() bool { return s.Checkpoint == 0 }
 
 // Evaluate implements worker.Evaluator.
 func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {

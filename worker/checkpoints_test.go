@@ -1,0 +1,33 @@
+package worker
+
+import (
+	"context"
+	"testing"
+
+	"github.com/evoq/evoq/checkpoint"
+	"github.com/evoq/evoq/schema"
+	"github.com/sirupsen/logrus"
+)
+
+// A task gets a file to write its checkpoint to unless its evaluator
+// says it never writes one; either way a mutant still has its parent's
+// checkpoint looked up.
+func TestPrepareSkipsOutForNoCheckpoints(t *testing.T) {
+	t.Parallel()
+	store, err := checkpoint.OpenDir(t.TempDir(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &schema.Design{ID: "r-2", Run: "r", Origin: schema.OriginMutant, Parents: []string{"r-1"}}
+	cfg := schema.Checkpoints{Store: schema.CheckpointDir, Inherit: true}
+	for _, none := range []bool{false, true} {
+		c := &ckpts{store: store, cfg: cfg, none: none}
+		f := c.prepare(context.Background(), logrus.New(), d, "w1-0-0-1", false)
+		if got := f.out != ""; got == none {
+			t.Errorf("none=%v: out %q", none, f.out)
+		}
+		if f.note == nil {
+			t.Errorf("none=%v: a mutant with no parent's checkpoint got no note on why it trains from scratch", none)
+		}
+	}
+}
