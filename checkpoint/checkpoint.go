@@ -45,6 +45,11 @@ type Store interface {
 	// had to be moved, or the store's own file. ErrNotFound or
 	// ErrCorrupt when it cannot.
 	Fetch(ctx context.Context, ref schema.CheckpointRef, dst string) (string, error)
+	// Get makes what is stored under name readable at a local file, as
+	// Fetch does, for what no result names: a design's progress
+	// (schema.ProgressSuffix), whose reader checks the bytes itself.
+	// ErrNotFound when there is none.
+	Get(ctx context.Context, name, dst string) (string, error)
 	// Delete removes design's checkpoint; one that is not there is no
 	// error.
 	Delete(ctx context.Context, design string) error

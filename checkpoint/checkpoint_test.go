@@ -277,3 +277,39 @@ func (c *cutter) Read(p []byte) (int, error) {
 	c.left -= n
 	return n, nil
 }
+
+// Get reads what is stored under a name no result refers to (a design's
+// progress), in both stores: the newest Put under the name, byte for
+// byte, and ErrNotFound for a name with nothing stored.
+func TestGetByName(t *testing.T) {
+	t.Parallel()
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := open(t)
+			ctx := context.Background()
+			progress := "r1-1" + schema.ProgressSuffix
+			if _, err := b.store.Get(ctx, progress, filepath.Join(b.local, "got")); !errors.Is(err, checkpoint.ErrNotFound) {
+				t.Fatalf("Get of nothing stored: %v, want ErrNotFound", err)
+			}
+			for _, data := range []string{"step 1", "step two"} {
+				if _, err := b.store.Put(ctx, progress, write(t, b.store, progress, []byte(data))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := b.store.Get(ctx, progress, filepath.Join(b.local, "got"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(p); err != nil || string(got) != "step two" {
+				t.Errorf("Get read %q (%v), want the newest Put", got, err)
+			}
+			if err := b.store.Delete(ctx, progress); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.store.Get(ctx, progress, filepath.Join(b.local, "again")); !errors.Is(err, checkpoint.ErrNotFound) {
+				t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

@@ -71,6 +71,18 @@ func (d *Dir) Fetch(_ context.Context, ref schema.CheckpointRef, _ string) (stri
 	return p, nil
 }
 
+// Get implements Store: the shared file itself.
+func (d *Dir) Get(_ context.Context, name, _ string) (string, error) {
+	p := d.path(name)
+	if _, err := os.Stat(p); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return "", err
+	}
+	return p, nil
+}
+
 // Delete implements Store.
 func (d *Dir) Delete(_ context.Context, design string) error {
 	err := os.Remove(d.path(design))

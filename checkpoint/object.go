@@ -397,6 +397,23 @@ func (o *Object) Fetch(ctx context.Context, ref schema.CheckpointRef, dst string
 	return dst, nil
 }
 
+// Get implements Store: it downloads into dst, checked against the object
+// store's own digest.
+func (o *Object) Get(ctx context.Context, name, dst string) (string, error) {
+	err := o.download(ctx, name, dst)
+	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
+	case errors.Is(err, jetstream.ErrDigestMismatch):
+		os.Remove(dst)
+		return "", fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	case err != nil:
+		os.Remove(dst)
+		return "", fmt.Errorf("fetch %s: %w", name, err)
+	}
+	return dst, nil
+}
+
 // download writes the object design to dst, its chunks read one direct
 // get at a time. nats.go's ObjectStore.Get reads through a consumer it
 // deletes when done, which a worker's credential may not do; one

@@ -199,6 +199,7 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.drop(p, live)
 		}
 		t.drop(id, live)
+		t.savedProgress(r)
 		t.dropProgress(id, live)
 	case runstate.Duplicate:
 		// A second evaluation stored its checkpoint over the first: a pool
@@ -208,7 +209,19 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 			t.refs[id] = *r.Checkpoint
 		}
 		t.drop(id, live)
+		t.savedProgress(r)
 		t.dropProgress(id, live)
+	}
+}
+
+// savedProgress notes the saved progress a result says its design has
+// (progress_step, resumed_from), as a commit does: in a shared directory
+// no commit comes, and an earlier controller may have served the commit.
+// The design has its result, so it is deleted at once rather than at the
+// next sweep.
+func (t *ckptTracker) savedProgress(r *schema.Result) {
+	if r.ProgressStep > 0 || r.ResumedFrom > 0 {
+		t.committed(schema.ProgressName(r.DesignID))
 	}
 }
 

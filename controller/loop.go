@@ -136,6 +136,7 @@ func (c *Controller) apply(m resultMsg) {
 	c.noteResult(m.res)
 	if v == runstate.Counted {
 		c.noteWork(m.res)
+		c.noteScratch(m.res)
 	}
 	c.checkInert()
 	c.onSlotEvents(c.fold.Tally().SlotEvents())

@@ -26,6 +26,10 @@ func (c *Controller) Summary() *runstate.Summary {
 		Warnings: append([]string{}, c.warnings...),
 	}
 	s.SlotsUsed, s.UtilSteady, s.IdleBeforeFirst = runstate.SteadyFigures(st)
+	s.Progress = runstate.ProgressOf(f.Figures())
+	if w := runstate.ScratchWarning(s.Progress); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	s.Retried = f.Tally().Retries()
 	for _, q := range f.Tally().Quarantined() {
 		s.Quarantined = append(s.Quarantined, fmt.Sprintf("%s/%d", q.Worker, q.Slot))

@@ -55,6 +55,20 @@ func (c *Controller) noteResult(r *schema.Result) {
 	}
 }
 
+// ScratchRunWarning is the run's warning once an interrupted design was
+// evaluated again from scratch; the summary's warnings add how many and
+// what that cost (runstate.ScratchWarning).
+const ScratchRunWarning = "interrupted designs are retrained from scratch: their evaluator saves no progress to resume from " +
+	"(evoq_eval.save_progress; see EVALUATORS.md, Saving progress); the summary's progress.from_scratch_cost_s says what that costs"
+
+// noteScratch warns, once, of a counted design that was delivered more
+// than once and did not resume from saved progress.
+func (c *Controller) noteScratch(r *schema.Result) {
+	if r.Attempt > 1 && r.ResumedFrom == 0 && r.Worker != "" && r.Status != schema.StatusLost {
+		c.warnOnce(ScratchRunWarning, logrus.Fields{"design": r.DesignID, "attempt": r.Attempt})
+	}
+}
+
 // checkInert warns of a feature that is on but has done nothing by the
 // time the run's first Init results are in.
 func (c *Controller) checkInert() {

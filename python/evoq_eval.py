@@ -54,6 +54,21 @@ and inherited_params (how many parameters came from the parent, set by
 evoq_torch.inherit or record_inheritance); train_fn's own metrics of the
 same names win. In persistent mode all of this is per design.
 
+Progress. A run that stores checkpoints also keeps each design's progress
+while it trains, so that an interrupted design (its worker killed, handed
+back at the walltime or on a drain, a controller restarted) resumes where
+it was rather than from scratch. save_progress(step, obj) writes obj as the
+design's progress after step steps (one-shot: the file EVOQ_PROGRESS_OUT;
+persistent: the design line's "progress_out") and prints {"progress":
+{"step": step}}: the worker stores it, the newest replacing the one before.
+resume_progress() is (step, obj) of the progress the design's earlier
+attempt saved last (EVOQ_PROGRESS_IN and EVOQ_RESUME_STEP; "progress_in"
+and "resume_step"), or None: none, or unreadable, in which case the result
+says why (metrics.progress_unusable) and the design trains from scratch.
+Report steps after a resume continue from its step. progress_requested()
+is True once the worker asked for a save now (it is about to hand the
+design back): an evaluator that saves every few steps saves at once.
+
 Checkpoint files: with torch imported, save() uses torch.save and
 load_parent() torch.load(weights_only=True); without, pickle, read back by
 an unpickler that builds plain data only (containers, numbers, strings,
@@ -115,6 +130,7 @@ class _State:
     marked_last = False
     term_handler = False
     inherit = {}         # this design's inherited, inherit_reason, inherited_params
+    resumed = {}         # the same, as the attempt it resumed from recorded them
 
 
 _s = _State()
@@ -204,7 +220,7 @@ def serve(train_fn):
             except ValueError as e:
                 _emit({"error": f"bad design line: {e}"})
                 continue
-            _s.design, _s.last_step, _s.last_fitness, _s.stopped, _s.inherit = d, None, None, False, {}
+            _s.design, _s.last_step, _s.last_fitness, _s.stopped, _s.inherit, _s.resumed = d, None, None, False, {}, {}
             try:
                 out = _outcome(train_fn, d)
             except Exception as e:
@@ -266,6 +282,11 @@ def save(obj):
     path = checkpoint_out()
     if path is None:
         return False
+    _write(path, obj)
+    return True
+
+
+def _write(path, obj):
     # Written beside the out path and renamed over it: a SIGKILL after
     # --stop-grace, mid-write, leaves the previous save whole, and the
     # worker never stores half a file.
@@ -284,7 +305,72 @@ def save(obj):
         except OSError:
             pass
         raise
+
+
+def save_progress(step, obj):
+    """Save obj as the current design's progress after step steps and tell
+    the worker, which stores it (the newest save replaces the one before);
+    return False when the run keeps none. Save before report(step, ...):
+    an attempt that resumes at step reports only the steps after it.
+
+    Written as save() writes a checkpoint (torch.save with torch imported,
+    else pickle), under another name and renamed into place."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(f"progress step must be an int >= 0, got {step!r}")
+    path = _checkpoint_path("progress_out", "EVOQ_PROGRESS_OUT")
+    if path is None:
+        return False
+    # What the design's start recorded of its inheritance goes with it: a
+    # resumed attempt is handed no parent's checkpoint, and its result
+    # says what the first attempt's would have.
+    _write(path, {_PROGRESS_KEY: {"inherit": {**_s.inherit, **_s.resumed}}, "progress": obj})
+    _emit({"progress": {"step": int(step)}})
     return True
+
+
+def resume_progress(map_location="cpu"):
+    """(step, obj) of the progress this design saved last, in an earlier
+    attempt, or None when there is none; never raises. A file that does not
+    load (another version of the model code, say) is None, the design
+    trains from scratch, and its result's metrics say why
+    (progress_unusable)."""
+    path = _checkpoint_path("progress_in", "EVOQ_PROGRESS_IN")
+    if path is None:
+        return None
+    if _persistent():
+        step = (_s.design or {}).get("resume_step")
+    else:
+        step = os.environ.get("EVOQ_RESUME_STEP")
+    try:
+        step = int(step)
+        saved = _load(path, map_location)
+        if not isinstance(saved, dict) or not isinstance(saved.get(_PROGRESS_KEY), dict) or "progress" not in saved:
+            raise ValueError("not a progress file save_progress() wrote")
+    except Exception as e:
+        record_progress_unusable(_clip(f"{type(e).__name__}: {e}"))
+        return None
+    _s.resumed = {k: v for k, v in saved[_PROGRESS_KEY].get("inherit", {}).items()
+                  if k in ("inherited", "inherit_reason", "inherited_params")}
+    return step, saved["progress"]
+
+
+# The key of save_progress()'s own record in a progress file.
+_PROGRESS_KEY = "evoq_eval"
+
+
+def record_progress_unusable(reason):
+    """Record in the current design's result that it could not use the
+    progress it was handed and trained from scratch (metrics
+    progress_unusable); resume_progress() and evoq_torch.resume() call it."""
+    print(f"evoq_eval: saved progress unusable: {reason}; training from scratch", file=sys.stderr, flush=True)
+    _s.inherit = {**_s.inherit, "progress_unusable": str(reason)}
+
+
+def progress_requested():
+    """Whether the worker asked for a save now: it is about to hand the
+    design back (its walltime, a drain) and waits a little for one."""
+    path = _checkpoint_path("progress_request", "EVOQ_PROGRESS_REQUEST")
+    return path is not None and os.path.exists(path)
 
 
 def load_parent(map_location="cpu"):
@@ -404,7 +490,7 @@ def _outcome(train_fn, d):
         fitness, metrics = value
     else:
         fitness, metrics = value, None
-    metrics = {**_s.inherit, **(dict(metrics) if metrics else {})}
+    metrics = {**_s.inherit, **_s.resumed, **(dict(metrics) if metrics else {})}
     if was_stopped:
         # The worker records the last report's fitness; the metrics go
         # with it (whether the design inherited, say).
@@ -430,7 +516,7 @@ def _mark_end():
 
 def _stopped_result(metrics=None):
     if _s.stopped and _s.last_fitness is not None:
-        return {"fitness": _s.last_fitness, "metrics": _clean({**_s.inherit, **(metrics or {}), "stopped": True})}
+        return {"fitness": _s.last_fitness, "metrics": _clean({**_s.inherit, **_s.resumed, **(metrics or {}), "stopped": True})}
     return None
 
 

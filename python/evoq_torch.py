@@ -10,6 +10,15 @@ from its own initialization for the layers the mutation added or resized.
     ...train, report...
     evoq_torch.save_model(model)               # this design's checkpoint
 
+Progress, so that an interrupted design resumes where it was:
+
+    step = evoq_torch.resume(model, optimizer)      # 0: from scratch
+    for epoch in range(step + 1, epochs + 1):
+        ...train one epoch...
+        evoq_torch.save_progress(epoch, model, optimizer)
+        if not evoq_eval.report(epoch, acc):
+            break
+
 start_from_parent(model) is evoq_eval.load_parent() then inherit(model,
 state); both record inherited, inherit_reason and inherited_params in the
 design's result metrics, and neither raises because of the parent's file.
@@ -74,3 +83,40 @@ def save_model(model):
     """evoq_eval.save(model.state_dict()): True, or False when the run
     stores no checkpoints."""
     return evoq_eval.save(model.state_dict())
+
+
+def save_progress(step, model, optimizer=None):
+    """Save the model's and the optimizer's state as the design's progress
+    after step steps (evoq_eval.save_progress): True, or False when the run
+    keeps none."""
+    state = {"model": model.state_dict()}
+    if optimizer is not None:
+        state["optimizer"] = optimizer.state_dict()
+    return evoq_eval.save_progress(step, state)
+
+
+def resume(model, optimizer=None, map_location="cpu"):
+    """Load the design's last saved progress into model (and optimizer) and
+    return its step, the step to continue after; 0 when there is none or it
+    does not load (the result's metrics then say why, progress_unusable,
+    and the model keeps its initialization). Call it after start_from_parent:
+    a resumed design's own weights win over its parent's."""
+    got = evoq_eval.resume_progress(map_location)
+    if got is None:
+        return 0
+    step, state = got
+    try:
+        if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
+            raise TypeError(f"progress holds a {type(state).__name__}, not a dict with a model state_dict")
+        own = {k: v.clone() for k, v in model.state_dict().items()}
+        try:
+            model.load_state_dict(state["model"])
+            if optimizer is not None and state.get("optimizer") is not None:
+                optimizer.load_state_dict(state["optimizer"])
+        except Exception:
+            model.load_state_dict(own)  # from scratch means the model's own initialization
+            raise
+    except Exception as e:
+        evoq_eval.record_progress_unusable(evoq_eval._clip(f"{type(e).__name__}: {e}"))
+        return 0
+    return step

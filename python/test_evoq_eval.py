@@ -821,5 +821,154 @@ class EntryTest(unittest.TestCase):
         self.assertIn("call evoq_eval.main(train_fn) or serve(train_fn)", ev.stderr())
 
 
+# An evaluator of 4 steps that resumes from its saved progress and saves
+# after each step, before its report; its result says where it started.
+PROGRESS_EVALUATOR = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import evoq_eval
+
+
+def train(d):
+    got = evoq_eval.resume_progress()
+    start, total = (got[0], got[1]["total"]) if got else (0, 0)
+    saved = []
+    for step in range(start + 1, 5):
+        total += step
+        saved.append(evoq_eval.save_progress(step, {"total": total}))
+        evoq_eval.report(step, float(total))
+    return float(total), {"started_at": start, "saved": saved, "asked": evoq_eval.progress_requested()}
+
+
+evoq_eval.main(train)
+"""
+
+
+class ProgressTest(CheckpointFiles, unittest.TestCase):
+    def run_oneshot(self, env):
+        script = self.path("progress.py")
+        write(script, PROGRESS_EVALUATOR.encode())
+        e = {k: v for k, v in os.environ.items() if not k.startswith("EVOQ_")}
+        e.update({"EVOQ_RUN": "r", "EVOQ_DESIGN_ID": "r-1", "EVOQ_ATTEMPT": "2"}, **env)
+        p = subprocess.run([sys.executable, script, HERE], input=json.dumps(design({})), capture_output=True,
+                           text=True, env=e, timeout=WAIT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")], p.stderr
+
+    def test_save_then_report_each_step(self):
+        out = self.path("progress.out")
+        lines, _ = self.run_oneshot({"EVOQ_PROGRESS_OUT": out})
+        self.assertEqual(lines[:2], [{"progress": {"step": 1}}, {"report": {"step": 1, "fitness": 1.0}}], "a save goes out before its report")
+        self.assertEqual(lines[-1], {"fitness": 10.0, "metrics": {"started_at": 0, "saved": [True] * 4, "asked": False}})
+        with open(out, "rb") as f:
+            self.assertEqual(pickle.load(f), {"evoq_eval": {"inherit": {}}, "progress": {"total": 10}})
+        self.assertEqual(sorted(os.listdir(self.dir)), ["progress.out", "progress.py"], "no partial file left behind")
+
+    def test_resume(self):
+        prog = write(self.path("in"), pickle.dumps({"evoq_eval": {"inherit": {"inherited": True}}, "progress": {"total": 3}}))
+        lines, _ = self.run_oneshot({"EVOQ_PROGRESS_IN": prog, "EVOQ_RESUME_STEP": "2"})
+        self.assertEqual([line["report"]["step"] for line in lines if "report" in line], [3, 4, 4],
+                         "reports continue after the resume point (the last repeated, marked last)")
+        self.assertEqual(lines[-1], {"fitness": 10.0, "metrics": {"inherited": True, "started_at": 2, "saved": [False] * 2,
+                                                                  "asked": False}},
+                         "the result says what the attempt it resumed from recorded of its inheritance")
+
+    def test_unreadable_progress_trains_from_scratch(self):
+        bad = dict(self.bad_parents(), foreign=(write(self.path("foreign"), pickle.dumps({"total": 3})), None))
+        for name, (path, _) in bad.items():
+            with self.subTest(name):
+                lines, err = self.run_oneshot({"EVOQ_PROGRESS_IN": path, "EVOQ_RESUME_STEP": "2"})
+                m = lines[-1]["metrics"]
+                self.assertEqual((lines[-1]["fitness"], m["started_at"]), (10.0, 0), lines[-1])
+                self.assertTrue(m["progress_unusable"], m)
+                self.assertIn("evoq_eval: saved progress unusable", err)
+                self.assertNotIn("pwned", err)
+
+    def test_requested(self):
+        req = write(self.path("save"), b"")
+        lines, _ = self.run_oneshot({"EVOQ_PROGRESS_REQUEST": req})
+        self.assertTrue(lines[-1]["metrics"]["asked"])
+
+    def test_persistent_per_design(self):
+        script = self.path("progress.py")
+        write(script, PROGRESS_EVALUATOR.encode())
+        e = {k: v for k, v in os.environ.items() if not k.startswith("EVOQ_")}
+        e.update({"EVOQ_PERSISTENT": "1", "EVOQ_PROGRESS_OUT": self.path("stale")})
+        prog = write(self.path("in"), pickle.dumps({"evoq_eval": {}, "progress": {"total": 6}}))
+        designs = [design({}, seq=1, attempt=2, progress_in=prog, resume_step=3, progress_out=self.path("o1")),
+                   design({}, seq=2, attempt=1)]
+        p = subprocess.Popen([sys.executable, script, HERE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=e)
+        self.addCleanup(p.kill)
+        results = []
+        for d in designs:
+            p.stdin.write(json.dumps(d) + "\n")
+            p.stdin.flush()
+            while True:
+                obj = json.loads(p.stdout.readline())
+                if "report" in obj:
+                    p.stdin.write('{"continue": true}\n')
+                    p.stdin.flush()
+                elif "fitness" in obj:
+                    results.append(obj)
+                    break
+        p.stdin.close()
+        p.wait(WAIT)
+        self.assertEqual(results[0]["metrics"], {"started_at": 3, "saved": [True], "asked": False})
+        self.assertEqual(results[1]["metrics"], {"started_at": 0, "saved": [False] * 4, "asked": False},
+                         "the next design's paths are its own line's: none, not the stale variable")
+        self.assertFalse(os.path.exists(self.path("stale")))
+
+
+@unittest.skipUnless(has("torch"), "torch is not importable")
+class TorchProgressTest(CheckpointFiles, unittest.TestCase):
+    """evoq_torch.save_progress and resume, in this process, one-shot."""
+
+    def setUp(self):
+        super().setUp()
+        sys.path.insert(0, HERE)
+        import evoq_torch
+        self.et = evoq_torch
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        for k in [k for k in os.environ if k.startswith("EVOQ_")]:
+            del os.environ[k]
+
+    def model_and_optimizer(self, seed):
+        import torch
+        torch.manual_seed(seed)
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model(torch.ones(1, 3)).sum().backward()
+        opt.step()
+        return model, opt
+
+    def test_round_trip(self):
+        import torch
+        out = self.path("progress")
+        os.environ["EVOQ_PROGRESS_OUT"] = out
+        model, opt = self.model_and_optimizer(1)
+        self.assertTrue(self.et.save_progress(7, model, opt))
+        del os.environ["EVOQ_PROGRESS_OUT"]
+        os.environ.update({"EVOQ_PROGRESS_IN": out, "EVOQ_RESUME_STEP": "7"})
+        fresh, fresh_opt = self.model_and_optimizer(2)
+        self.assertEqual(self.et.resume(fresh, fresh_opt), 7)
+        for k, v in model.state_dict().items():
+            self.assertTrue(torch.equal(fresh.state_dict()[k], v), k)
+        self.assertEqual(fresh_opt.state_dict()["state"][0]["momentum_buffer"].tolist(),
+                         opt.state_dict()["state"][0]["momentum_buffer"].tolist())
+
+    def test_nothing_or_unusable_is_zero(self):
+        import torch
+        model, opt = self.model_and_optimizer(2)
+        self.assertEqual(self.et.resume(model, opt), 0)
+        os.environ.update({"EVOQ_PROGRESS_IN": write(self.path("other"), pickle.dumps({"model": {"w": 1}})),
+                           "EVOQ_RESUME_STEP": "3"})
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        self.assertEqual(self.et.resume(model, opt), 0)
+        for k, v in before.items():
+            self.assertTrue(torch.equal(model.state_dict()[k], v), "a failed resume keeps the model's own weights")
+
+
 if __name__ == "__main__":
     unittest.main()

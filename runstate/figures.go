@@ -22,6 +22,18 @@ type Figures struct {
 	Malformed  int
 	Retried    int
 	Workers    map[string]*schema.WorkerFigures
+	// Resumed is the counted designs whose last attempt resumed from
+	// saved progress, and ResumedS the slot-seconds they did not repeat
+	// (Result.ResumedSeconds). Scratch is the counted designs evaluated
+	// again from scratch after an earlier attempt was interrupted
+	// (delivered more than once, no resume), and ScratchS an estimate of
+	// what that cost: half of the design's own evaluation time per earlier
+	// attempt, the expected loss of an interruption at a random point of
+	// its training.
+	Resumed  int
+	ResumedS float64
+	Scratch  int
+	ScratchS float64
 }
 
 // NewFigures returns empty figures.
@@ -50,11 +62,25 @@ func (f *Figures) Add(v Verdict, r *schema.Result) {
 	}
 	f.Done++
 	f.ByStatus[r.Status]++
+	f.interrupted(r)
 	if r.Status == schema.StatusOK && (f.Best == nil || r.Fitness > *f.Best) {
 		b := r.Fitness
 		f.Best, f.BestID = &b, r.DesignID
 	}
 	f.attempt(r)
+}
+
+// interrupted counts a counted result's resume, or its evaluation again
+// from scratch.
+func (f *Figures) interrupted(r *schema.Result) {
+	switch {
+	case r.ResumedFrom > 0:
+		f.Resumed++
+		f.ResumedS += r.ResumedSeconds
+	case r.Attempt > 1 && r.Status != schema.StatusLost && r.Worker != "":
+		f.Scratch++
+		f.ScratchS += float64(r.Attempt-1) * r.Duration().Seconds() / 2
+	}
 }
 
 func (f *Figures) attempt(r *schema.Result) {

@@ -181,6 +181,15 @@ func (g *Rungs) curveOf(r *schema.Report) *curve {
 	if c.retry != r.Retry || c.attempt != r.Attempt {
 		c.retry, c.attempt, c.lastStep, c.sum, c.n, c.best, c.lastRung = r.Retry, r.Attempt, -1, 0, 0, math.Inf(-1), 0
 		c.stopStep, c.ended = -1, false
+		if r.ResumedFrom > 0 {
+			// It resumed from an earlier attempt's saved progress: its
+			// reports begin after that step, and the rungs up to it were
+			// decided by the attempts that reached them.
+			c.lastStep = r.ResumedFrom
+			if rung, at := g.rule.RungAt(r.ResumedFrom, 0); at {
+				c.lastRung = rung
+			}
+		}
 	}
 	return c
 }

@@ -216,3 +216,39 @@ func BenchmarkRungsApply(b *testing.B) {
 		g.Apply(report(uint64(i+1), 1, 1, r.Float64()))
 	}
 }
+
+// An attempt that resumed from saved progress at step 3 (its reports carry
+// resumed_from) takes the rungs up to 3 as decided: its first report, at
+// step 4, decides nothing, the next rung is judged as usual, and a report
+// at or before the resume point is not folded.
+func TestRungsResumedAttempt(t *testing.T) {
+	t.Parallel()
+	g := NewRungs("r", &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, MaxStep: 27, Eta: 3})
+	for _, step := range []int64{1, 2, 3} {
+		g.Apply(report(1, 1, step, 0.1*float64(step)))
+	}
+	resumed := func(step int64) *schema.Report {
+		r := report(1, 2, step, 0.1*float64(step))
+		r.ResumedFrom = 3
+		return r
+	}
+	if _, ok := g.Apply(resumed(3)); ok {
+		t.Error("a report at the resume point was folded")
+	}
+	d, ok := g.Apply(resumed(4))
+	if !ok || d.Rung != 0 {
+		t.Errorf("the first report after the resume point: %+v (folded %v), want no rung decided again", d, ok)
+	}
+	if d, _ := g.Apply(resumed(9)); d.Rung != 9 {
+		t.Errorf("the resumed attempt at step 9: %+v, want rung 9 decided", d)
+	}
+	for _, st := range g.Stats() {
+		if st.Reports != 1 {
+			t.Errorf("rung %d holds %d values, want the design's one", st.Step, st.Reports)
+		}
+	}
+	// Without resumed_from another attempt decides its rungs afresh.
+	if d, _ := g.Apply(report(1, 3, 2, 0.2)); d.Rung != 1 {
+		t.Errorf("a third attempt from scratch at step 2: %+v, want rung 1 decided again", d)
+	}
+}

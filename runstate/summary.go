@@ -91,6 +91,9 @@ type Summary struct {
 	// EarlyStop is what the run's early-stopping rule did; nil for a run
 	// without one.
 	EarlyStop *EarlyStopSummary `json:"early_stop,omitempty"`
+	// Progress is what saved progress did for interrupted designs; nil
+	// when no counted design was interrupted.
+	Progress *ProgressSummary `json:"progress,omitempty"`
 	// Checkpoints is what the checkpoint store holds and did.
 	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
 	// Warnings are the run's standing warnings (a feature on but inert, a
@@ -158,6 +161,42 @@ func ParetoOf(f *Fold, space string) *Pareto {
 		}
 	}
 	return p
+}
+
+// ProgressSummary counts the interrupted designs (redelivered after a
+// worker died, handed back at the walltime or on a drain) by whether they
+// resumed from their saved progress (see Figures).
+type ProgressSummary struct {
+	// Resumed is the designs that resumed, and ResumedSavedS the
+	// slot-seconds of training they did not repeat.
+	Resumed       int     `json:"resumed"`
+	ResumedSavedS float64 `json:"resumed_saved_s"`
+	// FromScratch is the designs evaluated again from scratch, and
+	// FromScratchCostS about the slot-seconds that cost (half an
+	// evaluation per interrupted attempt).
+	FromScratch      int     `json:"from_scratch"`
+	FromScratchCostS float64 `json:"from_scratch_cost_s"`
+}
+
+// ProgressOf is the figures' ProgressSummary, nil when no counted design
+// was interrupted.
+func ProgressOf(f *Figures) *ProgressSummary {
+	if f.Resumed == 0 && f.Scratch == 0 {
+		return nil
+	}
+	return &ProgressSummary{Resumed: f.Resumed, ResumedSavedS: Round(f.ResumedS, 3),
+		FromScratch: f.Scratch, FromScratchCostS: Round(f.ScratchS, 3)}
+}
+
+// ScratchWarning is the run's warning for designs evaluated again from
+// scratch after an interruption, "" when there were none.
+func ScratchWarning(p *ProgressSummary) string {
+	if p == nil || p.FromScratch == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d interrupted designs were retrained from scratch, about %.0f slot-seconds of training repeated: "+
+		"their evaluator saves no progress to resume from (evoq_eval.save_progress; see EVALUATORS.md, Saving progress)",
+		p.FromScratch, p.FromScratchCostS)
 }
 
 // CheckpointSummary is the checkpoint store as the controller sees it.

@@ -479,7 +479,23 @@ func (r *Result) Validate() error {
 			return invalid("result", "checkpoint", "of design %s, not %s", r.Checkpoint.Design, r.DesignID)
 		}
 	}
+	if err := r.validateProgress(); err != nil {
+		return err
+	}
 	return r.validateWhere()
+}
+
+// validateProgress checks what the result says of saved progress.
+func (r *Result) validateProgress() error {
+	switch {
+	case r.ResumedFrom < 0:
+		return invalid("result", "resumed_from", "%d < 0", r.ResumedFrom)
+	case r.ProgressStep < 0:
+		return invalid("result", "progress_step", "%d < 0", r.ProgressStep)
+	case r.ResumedSeconds < 0 || math.IsNaN(r.ResumedSeconds) || math.IsInf(r.ResumedSeconds, 0):
+		return invalid("result", "resumed_seconds", "%v is not a finite number >= 0", r.ResumedSeconds)
+	}
+	return nil
 }
 
 func (r *Result) validateWhere() error {

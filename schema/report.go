@@ -63,6 +63,11 @@ type Report struct {
 	// that that report was the last (an evaluator that learns its
 	// training ended only when it returns).
 	Last bool `msgpack:"last,omitempty" json:"last,omitempty"`
+	// ResumedFrom is the step of the saved progress the attempt resumed
+	// from (Result.ResumedFrom): its reports begin after it, and the
+	// early-stopping rule takes the rungs at or below it as decided by
+	// the attempts before.
+	ResumedFrom int64 `msgpack:"resumed_from,omitempty" json:"resumed_from,omitempty"`
 }
 
 // MsgID is the Nats-Msg-Id a worker stores r with. A last report has its
@@ -95,6 +100,9 @@ func (r *Report) Validate() error {
 	}
 	if r.Step < 0 {
 		return invalid("report", "step", "%d < 0", r.Step)
+	}
+	if r.ResumedFrom < 0 {
+		return invalid("report", "resumed_from", "%d < 0", r.ResumedFrom)
 	}
 	if math.IsNaN(r.Fitness) || math.IsInf(r.Fitness, 0) {
 		return invalid("report", "fitness", "%v is not finite", r.Fitness)

@@ -209,6 +209,16 @@ type Result struct {
 	// refused it): the result counts all the same.
 	Checkpoint      *CheckpointRef `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	CheckpointError string         `msgpack:"checkpoint_error,omitempty" json:"checkpoint_error,omitempty"`
+	// ResumedFrom is the step of the saved progress this attempt started
+	// from (an earlier attempt's, stored as <design>.progress): 0 when it
+	// started from scratch. ResumedSeconds is how long the design had
+	// trained up to that step, over its earlier attempts: the slot-seconds
+	// the resume did not repeat. ProgressStep is the last step whose
+	// progress this attempt stored (0: none), which tells the controller
+	// that the design has a progress object to delete.
+	ResumedFrom    int64   `msgpack:"resumed_from,omitempty" json:"resumed_from,omitempty"`
+	ResumedSeconds float64 `msgpack:"resumed_seconds,omitempty" json:"resumed_seconds,omitempty"`
+	ProgressStep   int64   `msgpack:"progress_step,omitempty" json:"progress_step,omitempty"`
 }
 
 // Duration is the evaluation's wall time as measured by the worker.

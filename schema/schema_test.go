@@ -761,6 +761,10 @@ func TestResultValidate(t *testing.T) {
 		{"attempt 0", func(r *schema.Result) { r.Attempt = 0 }, "attempt"},
 		{"zero start", func(r *schema.Result) { r.Start = time.Time{} }, "start/stop"},
 		{"stop before start", func(r *schema.Result) { r.Stop = r.Start.Add(-time.Nanosecond) }, "start/stop"},
+		{"resumed", func(r *schema.Result) { r.ResumedFrom, r.ResumedSeconds, r.ProgressStep = 3, 1.5, 9 }, ""},
+		{"negative resumed_from", func(r *schema.Result) { r.ResumedFrom = -1 }, "resumed_from"},
+		{"negative progress_step", func(r *schema.Result) { r.ProgressStep = -1 }, "progress_step"},
+		{"NaN resumed_seconds", func(r *schema.Result) { r.ResumedSeconds = math.NaN() }, "resumed_seconds"},
 	})
 }
 

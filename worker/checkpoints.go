@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
@@ -26,6 +27,11 @@ type ckpts struct {
 	// none: the evaluator says it never writes a checkpoint
 	// (NoCheckpoints), so its tasks get no file to write.
 	none bool
+	// progDir holds the progress files of this worker's evaluations
+	// (resume.go), its own too, whichever the store.
+	progDir string
+	// seen: an evaluation of this worker stored its progress.
+	seen atomic.Bool
 }
 
 // taskFiles are one evaluation's checkpoint files.
@@ -60,12 +66,17 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 			return fmt.Errorf("checkpoint files: %w", err)
 		}
 	}
+	progDir, err := os.MkdirTemp(w.cfg.TempDir, "evoq-progress-"+w.cfg.Run+"-"+w.cfg.ID+"-")
+	if err != nil {
+		return fmt.Errorf("progress files: %w", err)
+	}
 	s, err := checkpoint.Open(ctx, w.js, w.cfg.Run, &c, local)
 	if err != nil {
+		_ = os.RemoveAll(progDir)
 		return err
 	}
 	nc, ok := w.cfg.Evaluator.(NoCheckpoints)
-	w.ckpt = &ckpts{store: s, cfg: c, local: local, none: ok && nc.NoCheckpoints()}
+	w.ckpt = &ckpts{store: s, cfg: c, local: local, none: ok && nc.NoCheckpoints(), progDir: progDir}
 	w.log.WithFields(logrus.Fields{"store": c.Store, "dir": c.Dir, "max_checkpoint": c.Max,
 		"inherit": c.Inherit}).Info("checkpoints on")
 	return nil
@@ -76,12 +87,17 @@ func (w *Worker) closeCheckpoints() {
 	if w.ckpt != nil && w.ckpt.local != "" {
 		_ = os.RemoveAll(w.ckpt.local)
 	}
+	if w.ckpt != nil && w.ckpt.progDir != "" {
+		_ = os.RemoveAll(w.ckpt.progDir)
+	}
 }
 
 // prepare returns attempt's files of design d. A parent's checkpoint that
 // cannot be had (gone, corrupt, unreachable) never fails the design: it
-// trains from scratch, and its result says why.
-func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.Design, tag string) taskFiles {
+// trains from scratch, and its result says why. An attempt that resumes
+// from the design's saved progress gets no parent's: it inherited, or not,
+// when it started, and its own weights are further on.
+func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.Design, tag string, resumes bool) taskFiles {
 	if c == nil {
 		return taskFiles{}
 	}
@@ -90,7 +106,7 @@ func (c *ckpts) prepare(ctx context.Context, log logrus.FieldLogger, d *schema.D
 	if !c.none {
 		f.out = c.store.OutPath(d.ID, tag)
 	}
-	if !c.cfg.Inherit || d.Origin != schema.OriginMutant {
+	if !c.cfg.Inherit || d.Origin != schema.OriginMutant || resumes {
 		return f
 	}
 	if d.Inherit == nil {

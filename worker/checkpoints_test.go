@@ -22,7 +22,7 @@ func TestPrepareSkipsOutForNoCheckpoints(t *testing.T) {
 	cfg := schema.Checkpoints{Store: schema.CheckpointDir, Inherit: true}
 	for _, none := range []bool{false, true} {
 		c := &ckpts{store: store, cfg: cfg, none: none}
-		f := c.prepare(context.Background(), logrus.New(), d, "w1-0-0-1")
+		f := c.prepare(context.Background(), logrus.New(), d, "w1-0-0-1", false)
 		if got := f.out != ""; got == none {
 			t.Errorf("none=%v: out %q", none, f.out)
 		}

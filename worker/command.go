@@ -543,6 +543,15 @@ func (l *lastLine) Write(p []byte) (int, error) {
 
 // endLine makes the line being written the last one, unless it is blank.
 func (l *lastLine) endLine() {
+	if l.report != nil && isProgressLine(l.cur.buf) {
+		if _, ok := progressLine(string(l.cur.buf)); ok {
+			// In the reports' queue, so that a save is stored before
+			// the report that follows it.
+			l.report(string(l.cur.buf))
+			l.cur.reset()
+			return
+		}
+	}
 	if l.report != nil && bytes.Contains(l.cur.buf, []byte(`"report"`)) {
 		if _, isReport, _ := reportLine(string(l.cur.buf)); isReport {
 			l.result.Store(false)
@@ -601,6 +610,12 @@ func checkpointEnv(t Task) []string {
 	}
 	if t.ParentCheckpoint != "" {
 		env = append(env, "EVOQ_PARENT_CHECKPOINT="+t.ParentCheckpoint)
+	}
+	if t.ProgressOut != "" {
+		env = append(env, "EVOQ_PROGRESS_OUT="+t.ProgressOut, "EVOQ_PROGRESS_REQUEST="+t.ProgressRequest)
+	}
+	if t.ProgressIn != "" {
+		env = append(env, "EVOQ_PROGRESS_IN="+t.ProgressIn, "EVOQ_RESUME_STEP="+strconv.FormatInt(t.ResumeStep, 10))
 	}
 	return env
 }

@@ -28,6 +28,19 @@ type Task struct {
 	// inherits (EVOQ_PARENT_CHECKPOINT), checked against
 	// Design.Inherit; "" when it has none to start from. Read it only.
 	ParentCheckpoint string
+	// ProgressOut is the file the evaluator may save its progress to
+	// (EVOQ_PROGRESS_OUT), replacing it whole each time (write another
+	// file and rename it), then call Saved with the step; "" when the run
+	// keeps no store. ProgressIn is the progress an earlier attempt saved,
+	// at step ResumeStep, to start from (EVOQ_PROGRESS_IN,
+	// EVOQ_RESUME_STEP); "" when there is none. ProgressRequest is a file
+	// the worker creates when it is about to hand the design back (the
+	// walltime, a drain): a save now is kept (EVOQ_PROGRESS_REQUEST).
+	ProgressOut, ProgressIn, ProgressRequest string
+	ResumeStep                               int64
+	// Saved tells the worker that the file at ProgressOut holds the
+	// progress at step; it returns once it is stored. nil: not kept.
+	Saved func(step int64)
 	// Log is where the evaluator says what concerns this evaluation
 	// (its slot, design and attempt are in its fields); nil logs to
 	// logrus's standard logger.
@@ -36,6 +49,13 @@ type Task struct {
 	// which its heartbeats carry to the run's warnings and evoq status:
 	// for what concerns the evaluator as a whole, not one evaluation.
 	Warn func(msg string)
+}
+
+// saved hands a progress line's step to Saved, if the task keeps progress.
+func (t Task) saved(step int64) {
+	if t.Saved != nil {
+		t.Saved(step)
+	}
 }
 
 // warn adds msg to the worker's standing warnings, if the task can.

@@ -120,8 +120,12 @@ func designLine(t Task) ([]byte, error) {
 		*schema.Design
 		CheckpointOut    string `json:"checkpoint_out,omitempty"`
 		ParentCheckpoint string `json:"parent_checkpoint,omitempty"`
+		ProgressOut      string `json:"progress_out,omitempty"`
+		ProgressRequest  string `json:"progress_request,omitempty"`
+		ProgressIn       string `json:"progress_in,omitempty"`
+		ResumeStep       int64  `json:"resume_step,omitempty"`
 		Attempt          int    `json:"attempt"`
-	}{t.Design, t.CheckpointOut, t.ParentCheckpoint, t.Attempt})
+	}{t.Design, t.CheckpointOut, t.ParentCheckpoint, t.ProgressOut, t.ProgressRequest, t.ProgressIn, t.ResumeStep, t.Attempt})
 	if err != nil {
 		return nil, fmt.Errorf("design to JSON: %w", err)
 	}
@@ -164,6 +168,11 @@ func (p *Persistent) await(ctx context.Context, t Task, proc *evalProc) Outcome 
 					return st.outcome(proc.end())
 				}
 				return p.died(t, proc, "it exited")
+			}
+			if step, ok := progressLine(l.text); ok {
+				proc.heard = true
+				t.saved(step)
+				continue
 			}
 			if rep, isReport, err := reportLine(l.text); isReport {
 				proc.heard = true

@@ -50,6 +50,12 @@ type reporter struct {
 	end    float64
 	hasEnd bool
 
+	// prog is the attempt's saved progress: an attempt that resumed
+	// reports from after its step, and its rungs up to it are decided.
+	prog    *attemptProgress
+	resumed int64
+	first   bool // a report came
+
 	mu       sync.Mutex
 	lastStep int64
 	lastRung int64
@@ -71,6 +77,7 @@ func (w *Worker) newReporter(s *slotState, msg design, d *schema.Design, attempt
 func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resume(p.Step)
 	marks := p.Last && r.lastStep >= 0 && p.Step == r.lastStep // says the previous report was the last
 	switch {
 	case r.ended:
@@ -89,7 +96,8 @@ func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 	}
 	r.lastStep, r.ended = p.Step, p.Last
 	rep := &schema.Report{Run: r.d.Run, DesignID: r.d.ID, Seq: r.d.Seq, Retry: r.d.Retry, Attempt: r.attempt,
-		Step: p.Step, Fitness: p.Fitness, Metrics: p.Metrics, Worker: r.w.cfg.ID, Slot: r.slot, Time: time.Now(), Last: p.Last}
+		Step: p.Step, Fitness: p.Fitness, Metrics: p.Metrics, Worker: r.w.cfg.ID, Slot: r.slot, Time: time.Now(), Last: p.Last,
+		ResumedFrom: r.resumed}
 	data, err := schema.EncodeReport(rep)
 	if err != nil {
 		r.warnOnce(fmt.Errorf("report at step %d cannot be encoded: %w", p.Step, err))
@@ -110,6 +118,23 @@ func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 	}
 	r.lastRung = rung
 	return r.ask(ctx, rep, seq)
+}
+
+// resume, at the attempt's first report (at step), takes the resume point
+// when the evaluator did resume: the rungs at or below it were decided by
+// the attempts before, as the rule's fold takes them (runstate.Rungs).
+func (r *reporter) resume(step int64) {
+	if r.first {
+		return
+	}
+	r.first = true
+	r.prog.firstReport(step)
+	if r.resumed = r.prog.resumedFrom(); r.resumed > 0 {
+		r.lastStep = r.resumed
+		if rung, at := r.w.rule.RungAt(r.resumed, 0); at {
+			r.lastRung = rung
+		}
+	}
 }
 
 // check refuses a report whose step does not increase or whose fitness
@@ -302,6 +327,10 @@ func (p *reportPump) run() {
 	defer close(p.done)
 	var warned bool
 	for l := range p.lines {
+		if step, ok := progressLine(l); ok {
+			p.t.saved(step)
+			continue
+		}
 		prog, _, err := reportLine(l)
 		if err == nil && p.atEnd(prog.Step) {
 			// The run names the gene that holds the design's end: a report

@@ -103,8 +103,13 @@ func (w *Worker) handle(s *slotState, msg design) {
 	}
 	w.busy.Add(1)
 	stopProgress := w.prog.add(msg) // through the store too: it may wait out a broker restart
-	files := w.ckpt.prepare(w.evalCtx, s.log, d, w.fileTag(s.index, d, attempt))
-	res, handBack := w.evaluate(s, msg, d, attempt, start, files)
+	tag := w.fileTag(s.index, d, attempt)
+	prog := w.ckpt.progressFor(w.evalCtx, s.log, d, msg, tag)
+	files := w.ckpt.prepare(w.evalCtx, s.log, d, tag, prog.resumes())
+	w.trackProgress(prog, true)
+	res, handBack := w.evaluate(s, msg, d, attempt, start, files, prog)
+	w.trackProgress(prog, false)
+	prog.settle(res)
 	w.busy.Add(-1)
 	s.lastStop = res.Stop
 	if w.evalCtx.Err() != nil {
@@ -253,10 +258,17 @@ func (w *Worker) reject(s *slotState, msg design, d *schema.Design, err error, a
 
 // evaluate runs the evaluator and builds the result. A panicking evaluator
 // becomes an error result.
-func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time, files taskFiles) (*schema.Result, bool) {
+func (w *Worker) evaluate(s *slotState, msg design, d *schema.Design, attempt int, start time.Time, files taskFiles,
+	prog *attemptProgress) (*schema.Result, bool) {
+	rep := w.newReporter(s, msg, d, attempt)
+	rep.prog = prog
 	t := Task{Design: d, Worker: w.cfg.ID, Slot: s.index, Attempt: attempt, GPU: w.gpu(s.index),
-		Reports: w.newReporter(s, msg, d, attempt), CheckpointOut: files.out, ParentCheckpoint: files.parent,
+		Reports: rep, CheckpointOut: files.out, ParentCheckpoint: files.parent,
 		Log: s.log.WithFields(logrus.Fields{"design": d.ID, "attempt": attempt}), Warn: w.addWarning}
+	if prog != nil {
+		t.ProgressOut, t.ProgressIn, t.ResumeStep, t.ProgressRequest = prog.out, prog.in, prog.from, prog.request
+		t.Saved = func(step int64) { prog.Saved(w.evalCtx, step) }
+	}
 	out := w.runEvaluator(t)
 	files.settle(&out)
 	return w.result(s, d, attempt, start, out), out.HandBack

@@ -145,6 +145,7 @@ func (w *Worker) watchWalltime() {
 			left, typical, _ := w.fits()
 			w.stopTaking(left, typical)
 			w.log.WithField("busy", w.busy.Load()).Warn("walltime: handing back the designs still running and leaving")
+			w.askSaves(w.cfg.WalltimeMargin / 2)
 			w.evalCancel()
 			<-w.slotsDone
 			return

@@ -194,6 +194,10 @@ type Worker struct {
 	// objectives are the run's: an ok result lacking one is an error.
 	objectives pareto.Objectives
 	ckpt       *ckpts // the run's checkpoint store; nil: the run keeps none
+	// saving are the evaluations running with a progress file, asked to
+	// save before a hand-back (askSaves).
+	savingMu sync.Mutex
+	saving   map[*attemptProgress]struct{}
 	// storing runs the slots' result stores; nil until the slots start.
 	storing *storers
 	// warnings are the worker's standing conditions, sent with every
@@ -490,6 +494,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		w.log.WithField("busy", w.busy.Load()).Warn("drain time over: cancelling running evaluations and handing their designs back")
+		w.askSaves(DrainSaveWait)
 		w.evalCancel()
 		<-w.doneCh
 		return ctx.Err()
