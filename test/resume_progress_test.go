@@ -453,22 +453,22 @@ func loggedPast(t *testing.T, file string, n int, step int) bool {
 }
 
 // An interrupted evoq run (Ctrl-C) hands its designs back as its workers
-// drain, and `evoq run --resume` resumes each from its last saved step. (Its
-// controller, which commits what workers store in the object store, has
-// stopped by then: a save made during the drain is not stored, and the
-// design resumes from its save before the interrupt.)
+// drain, and `evoq run --resume` resumes each from its last saved step.
+// The evaluator saves at step 2 and when asked: its controller stays up
+// while the workers drain and commits the save each makes when asked, so
+// a design resumes past step 2, its last save before the interrupt.
 func TestProgressResumesAfterInterruptAndResume(t *testing.T) {
 	t.Parallel()
 	const run, budget = "intresume", 2
 	dir, steps := t.TempDir(), filepath.Join(t.TempDir(), "steps")
-	env := []string{"STEP_LOG=" + steps}
+	env := []string{"STEP_LOG=" + steps, "SAVE_AT=2"}
 	args := []string{"run", "--dir", dir, "--listen", "127.0.0.1:0"}
 	p := newProc(nil, append(args, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2", "--pool", "2", "--slots", "2",
 		"--ack-wait", "90s", "--drain-timeout", "1s", "--eval-cmd", progressEval(t))...)
 	p.cmd.Stdout = &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
 	p.start(t, env)
-	waitFor(t, time.Minute, func() bool { return loggedPast(t, steps, budget, 2) })
+	waitFor(t, time.Minute, func() bool { return loggedPast(t, steps, budget, 3) })
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
 	_ = p.wait(t, time.Minute)
 	r := evoqEnv(t, 2*time.Minute, env, append(args, "--resume", "--json")...)
@@ -480,7 +480,13 @@ func TestProgressResumesAfterInterruptAndResume(t *testing.T) {
 		t.Errorf("summary's progress %+v, want %d resumed", s.Progress, budget)
 	}
 	both := map[string]bool{schema.DesignID(run, 1): true, schema.DesignID(run, 2): true}
-	checkResumedSteps(t, readResults(t, dir, run), storedReports(t, dir, run), run, budget, both, false)
+	results := readResults(t, dir, run)
+	checkResumedSteps(t, results, storedReports(t, dir, run), run, budget, both, false)
+	for _, r := range results {
+		if r.ResumedFrom <= 2 {
+			t.Errorf("%s resumed from step %d: the save its evaluator made when asked, as its worker drained, was not stored", r.DesignID, r.ResumedFrom)
+		}
+	}
 }
 
 // A worker whose evaluator saves no progress behaves as before: its

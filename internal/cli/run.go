@@ -183,15 +183,36 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	// The controller outlives an interrupt until the local workers have
+	// drained: it takes the results of the evaluations they finish and
+	// commits the progress their evaluators save before the hand-back,
+	// which a worker cannot store without it. A second signal (force)
+	// stops it at once.
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
 		select {
 		case <-procs.done: // every local worker left (walltime, crash): nothing would evaluate
-			log.Error("every local worker has exited; stopping the controller")
+			if ctx.Err() == nil {
+				log.Error("every local worker has exited; stopping the controller")
+			}
 			cancel()
+			return
+		case <-ctx.Done():
+		case <-cctx.Done():
+			return
+		}
+		// Interrupted: the run is not done, so the workers would wait for
+		// it; they drain. This is their one signal for an interrupt, since
+		// they sit in process groups of their own, out of reach of the
+		// terminal's Ctrl-C.
+		procs.signal(syscall.SIGTERM)
+		select {
+		case <-procs.done:
+		case <-forceDone(c.env.Force):
 		case <-cctx.Done():
 		}
+		cancel()
 	}()
 	var finish func()
 	if c.live {
@@ -201,12 +222,18 @@ func (c *runCmd) runAll(ctx context.Context, cfg controller.Config, log *logrus.
 	err = runController(cctx, s, cfg, c.env, c.jsonOut, finish)
 	if err != nil {
 		// The run is not done, so the workers would wait for it: they
-		// drain. This is their one signal for an interrupt too, since they
-		// sit in process groups of their own, out of reach of the
-		// terminal's Ctrl-C.
+		// drain.
 		procs.signal(syscall.SIGTERM)
 	}
 	return err
+}
+
+// forceDone is force's Done channel; nil (never ready) without one.
+func forceDone(force context.Context) <-chan struct{} {
+	if force == nil {
+		return nil
+	}
+	return force.Done()
 }
 
 // workerSlots are the slot and GPU flags of local worker i: the GPUs are

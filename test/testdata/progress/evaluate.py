@@ -1,6 +1,7 @@
 """A test evaluator that saves its progress: STEPS steps of STEP_S seconds
 each (environment, defaults 12 and 0.5), its progress saved every
-SAVE_EVERY steps (default 1) and whenever the worker asks for a save, and
+SAVE_EVERY steps (default 1), or at the steps SAVE_AT lists, and whenever
+the worker asks for a save, and
 reported after each save. It resumes from its saved progress: the result's
 metrics say where it started (started_at) and the steps it trained in this
 attempt, and whether it was handed its parent's checkpoint (parent_handed;
@@ -18,6 +19,9 @@ import evoq_eval  # noqa: E402
 STEPS = int(os.environ.get("STEPS", "12"))
 STEP_S = float(os.environ.get("STEP_S", "0.5"))
 SAVE_EVERY = int(os.environ.get("SAVE_EVERY", "1"))
+# SAVE_AT, a comma-separated list of steps, saves at those steps alone
+# (and when asked) instead of every SAVE_EVERY.
+SAVE_AT = {int(x) for x in os.environ.get("SAVE_AT", "").split(",") if x}
 
 
 def train(design):
@@ -35,7 +39,8 @@ def train(design):
     for step in range(start + 1, STEPS + 1):
         time.sleep(STEP_S)
         total += step * seq
-        if step % SAVE_EVERY == 0 or evoq_eval.progress_requested():
+        periodic = step in SAVE_AT if SAVE_AT else step % SAVE_EVERY == 0
+        if periodic or evoq_eval.progress_requested():
             evoq_eval.save_progress(step, {"design": design["id"], "step": step, "total": total})
         evoq_eval.report(step, total / 1000.0, last=step == STEPS, mutant=int(design.get("origin") == "mutant"))
         if os.environ.get("STEP_LOG"):
