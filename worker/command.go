@@ -303,7 +303,13 @@ func evaluatorAttr() *syscall.SysProcAttr {
 // worker is done with the evaluator or dies, however it dies. Pdeathsig
 // reaches only the shell, not what the command starts (a python and its
 // data-loader processes), which would hold the GPU as orphans.
-const guardScript = `(read _ <&3; kill -9 0) </dev/null >/dev/null 2>&1 & exec 3<&-; eval "$1"`
+//
+// SIGUSR1 is ignored, and so by whatever the command starts unless it
+// handles the signal itself: it is the batch system's warning that the
+// job ends soon (Slurm's --signal, LSF's -wa), which reaches every process
+// of the job, and its default action would end the evaluation the worker
+// is about to let finish, or ask to save its progress, as it drains.
+const guardScript = `trap '' USR1; (read _ <&3; kill -9 0) </dev/null >/dev/null 2>&1 & exec 3<&-; eval "$1"`
 
 // evaluatorGuard is the worker's side of an evaluator's guard pipe.
 type evaluatorGuard struct{ r, w *os.File }
