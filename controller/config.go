@@ -222,9 +222,10 @@ type Config struct {
 	// stored result it folds, in stream order (those replayed at start
 	// included), as decoded, err the decoding's error; it must not block.
 	// A live dashboard in the controller's process is fed so, rather than
-	// reading and decoding the results stream a second time. Defaults to
-	// nothing.
-	OnResult func(seq uint64, r *schema.Result, err error)
+	// reading and decoding the results stream a second time. budget is
+	// the run's budget as the controller judges the result, raised by
+	// `evoq run extend`. Defaults to nothing.
+	OnResult func(seq uint64, r *schema.Result, err error, budget int)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to logrus.StandardLogger().

@@ -117,7 +117,7 @@ func (c *Controller) apply(m resultMsg) {
 		return
 	}
 	if c.cfg.OnResult != nil {
-		c.cfg.OnResult(m.seq, m.res, m.err)
+		c.cfg.OnResult(m.seq, m.res, m.err, c.fold.Tally().Budget())
 	}
 	v := c.fold.Apply(m.res, m.err)
 	c.judge(m, v)

@@ -116,7 +116,7 @@ func TestOnResult(t *testing.T) {
 	cfg := bu.config(run)
 	cfg.Budget, cfg.Init, cfg.Pool = budget, 5, 5
 	cfg.ExpectSlots, cfg.WaitSlots = slots, slots
-	cfg.OnResult = func(seq uint64, r *schema.Result, err error) {
+	cfg.OnResult = func(seq uint64, r *schema.Result, err error, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil && r != nil {

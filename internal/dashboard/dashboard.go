@@ -89,10 +89,10 @@ func (d *Dashboard) Pages() int { return d.hub.Pages() }
 func (d *Dashboard) Done() <-chan struct{} { return d.done }
 
 // Feed hands the dashboard one result its controller folded, in stream
-// order (controller.Config.OnResult); it never blocks. A dashboard not
-// started Fed ignores it.
-func (d *Dashboard) Feed(seq uint64, r *schema.Result, err error) {
+// order, with the run's budget then (controller.Config.OnResult); it never
+// blocks. A dashboard not started Fed ignores it.
+func (d *Dashboard) Feed(seq uint64, r *schema.Result, err error, budget int) {
 	if d.feed != nil {
-		d.feed.add(seq, r, err)
+		d.feed.add(seq, r, err, budget)
 	}
 }

@@ -19,20 +19,29 @@ type feed struct {
 	mu      sync.Mutex
 	pending []fed
 	wake    chan struct{}
+	// closed: nothing folds the queue any more (the dashboard stopped,
+	// or never got its model), so what comes is dropped rather than
+	// kept for ever.
+	closed bool
 }
 
 type fed struct {
-	seq uint64
-	res *schema.Result
-	err error
+	seq    uint64
+	res    *schema.Result
+	err    error
+	budget int
 }
 
 func newFeed() *feed { return &feed{wake: make(chan struct{}, 1)} }
 
 // add queues one result; it never blocks.
-func (f *feed) add(seq uint64, r *schema.Result, err error) {
+func (f *feed) add(seq uint64, r *schema.Result, err error, budget int) {
 	f.mu.Lock()
-	f.pending = append(f.pending, fed{seq, r, err})
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.pending = append(f.pending, fed{seq, r, err, budget})
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -42,6 +51,7 @@ func (f *feed) add(seq uint64, r *schema.Result, err error) {
 
 // run folds the queue into the model once it is ready, until ctx ends.
 func (f *feed) run(ctx context.Context, ready <-chan *Model) {
+	defer f.close()
 	var m *Model
 	select {
 	case m = <-ready:
@@ -58,6 +68,7 @@ func (f *feed) run(ctx context.Context, ready <-chan *Model) {
 			if x.res != nil {
 				at = x.res.Stop
 			}
+			m.RaiseBudget(x.budget)
 			m.Result(x.seq, at, x.res, x.err)
 		}
 		select {
@@ -66,4 +77,11 @@ func (f *feed) run(ctx context.Context, ready <-chan *Model) {
 			return
 		}
 	}
+}
+
+// close drops the queue and whatever comes after.
+func (f *feed) close() {
+	f.mu.Lock()
+	f.closed, f.pending = true, nil
+	f.mu.Unlock()
 }

@@ -157,7 +157,7 @@ func TestFed(t *testing.T) {
 		seq := uint64(i + 1)
 		id := schema.DesignID("r", seq)
 		d.Feed(seq, &schema.Result{Run: "r", DesignID: id, Design: schema.Design{Run: "r", ID: id, Seq: seq, Origin: schema.OriginRandom},
-			Status: schema.StatusOK, Fitness: float64(seq), Worker: "w", Attempt: 1, Start: t0, Stop: t0}, nil)
+			Status: schema.StatusOK, Fitness: float64(seq), Worker: "w", Attempt: 1, Start: t0, Stop: t0}, nil, 1<<30)
 	}
 	var m *Model
 	testutil.WaitFor(t, time.Minute, "every result fed folded", func() bool {

@@ -65,6 +65,7 @@ type Model struct {
 	fold    *runstate.Fold
 	rungs   *runstate.Rungs
 	designs map[uint64]*design
+	maxSeq  uint64 // the highest design seq of a result seen
 	curves  map[uint64]*curve
 	order   []uint64 // designs with a curve, oldest report first
 	t0      time.Time
@@ -130,6 +131,9 @@ func (m *Model) Result(seq uint64, at time.Time, r *schema.Result, err error) {
 	m.changed++
 	m.results = seq
 	m.last = at
+	if r != nil && r.Design.Seq > m.maxSeq {
+		m.maxSeq = r.Design.Seq
+	}
 	before := m.fold.Best()
 	v := m.fold.Apply(r, err)
 	if r == nil || err != nil {
@@ -222,7 +226,10 @@ func (m *Model) pruneDesigns() {
 	if b := m.fold.Best(); b != nil {
 		keep[b.Design.Seq] = true
 	}
-	last := m.fold.MaxSeq()
+	// The highest design seen, not the highest counted: results the
+	// fold does not count (beyond a budget it has not seen raised yet)
+	// must not keep every design for ever.
+	last := m.maxSeq
 	for s := range m.designs {
 		if !keep[s] && s+keptDesigns < last {
 			delete(m.designs, s)
@@ -240,6 +247,16 @@ func (m *Model) Record(rec *schema.Run) {
 	defer m.mu.Unlock()
 	m.changed++
 	m.rec = rec
+	m.fold.Tally().Raise(rec.Budget) // `evoq run extend`, or a continued run's larger budget
+}
+
+// RaiseBudget raises the budget results are judged by to the one the
+// controller judged them by (`evoq run extend`, a continued run given a
+// larger budget), before the record says so.
+func (m *Model) RaiseBudget(budget int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fold.Tally().Raise(budget)
 }
 
 // Workers takes in the workers' last heartbeats, read at now.
