@@ -18,6 +18,7 @@ const extendQueue = 16
 type extendReq struct {
 	msg *nats.Msg
 	e   *schema.Extend
+	at  time.Time // when the controller received it
 }
 
 // startExtends subscribes to the requests of `evoq run extend` for the
@@ -41,7 +42,7 @@ func (c *Controller) startExtends() error {
 			return
 		}
 		select {
-		case c.extends <- extendReq{msg: m, e: e}:
+		case c.extends <- extendReq{msg: m, e: e, at: time.Now()}:
 		default:
 			c.reply(m, &schema.ExtendReply{Refused: "the controller has requests waiting; try again in a moment"})
 		}
@@ -96,6 +97,14 @@ func (c *Controller) reply(m *nats.Msg, rep *schema.ExtendReply) {
 // refused whole, and nothing changes.
 func (c *Controller) onExtend(ctx context.Context, r extendReq) {
 	now := c.cfg.Now()
+	if waited := time.Since(r.at); waited > ExtendStale {
+		// Its sender has given up, and told its user that nothing was
+		// raised: so nothing is.
+		c.log.WithFields(logrus.Fields{"budget": r.e.Budget, "time_budget": r.e.TimeBudget, "waited": waited.Round(time.Second)}).
+			Warn("a run extend request waited too long to be taken; its sender has given up, so nothing was raised")
+		c.answerExtend(r.msg, &schema.ExtendReply{Refused: "the request waited too long; nothing was raised: ask again"})
+		return
+	}
 	if why := c.extendRefused(r.e); why != "" {
 		c.log.WithFields(logrus.Fields{"budget": r.e.Budget, "time_budget": r.e.TimeBudget, "why": why}).Warn("refused to raise the run's limits")
 		c.answerExtend(r.msg, &schema.ExtendReply{Refused: why})
@@ -175,6 +184,12 @@ func extendWhat(e *schema.Extend) string {
 // answer: the loop carries a request out between two results, and a
 // controller replaying a long results stream answers once it is done.
 const ExtendWait = 30 * time.Second
+
+// ExtendStale is how long a request may wait in the controller before it
+// is refused unapplied: past it, its sender, which waits ExtendWait from
+// before the request reached the controller, may have given up and said
+// that nothing was raised.
+const ExtendStale = ExtendWait - 5*time.Second
 
 // EndedAdvice says what to do instead of raising the limits of run, which
 // has ended for reason: a finished run is continued, not extended.

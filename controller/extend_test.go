@@ -1,11 +1,14 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
+	"github.com/nats-io/nats.go"
 )
 
 // TestExtendRefused checks which requests to raise a run's limits the
@@ -55,5 +58,17 @@ func TestExtendRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A request that waited in the controller past ExtendStale, whose sender
+// has given up and said that nothing was raised, raises nothing.
+func TestExtendStaleRefused(t *testing.T) {
+	t.Parallel()
+	c := &Controller{cfg: Config{Run: "r", Budget: 103, Now: time.Now}, madeUp: 3, log: testutil.Logger(t)}
+	c.onExtend(context.Background(), extendReq{msg: &nats.Msg{Subject: "x", Reply: "y"}, e: &schema.Extend{Run: "r", Budget: 200},
+		at: time.Now().Add(-ExtendStale - time.Second)})
+	if c.cfg.Budget != 103 || len(c.changes) != 0 {
+		t.Errorf("a stale request raised the budget to %d (changes %v); want 103 and none", c.cfg.Budget, c.changes)
 	}
 }
