@@ -121,9 +121,13 @@ func Continue(rec *schema.Run, cfg Config, now time.Time) (Config, *Continuation
 	}
 	// A run recorded before its tournament was kept chose parents from
 	// tournaments of TournamentLegacy, the default then, and goes on so
-	// unless one is given: a later default never reaches it.
+	// unless one is given: a later default never reaches it. That default
+	// was at most the pool, as today's is.
 	if rec.Tournament == 0 && cfg.Tournament == 0 {
 		cfg.Tournament = TournamentLegacy
+		if rec.Pool > 0 {
+			cfg.Tournament = min(TournamentLegacy, rec.Pool)
+		}
 	}
 	fixed := []struct {
 		field, name string

@@ -194,6 +194,12 @@ func TestContinueOlderRecord(t *testing.T) {
 	if cfg, _, err := resolve(rec, Config{Run: "x"}, time.Now); err != nil || cfg.Tournament != TournamentLegacy {
 		t.Errorf("no tournament given: %v, tournament %d; want %d, the default when the run was recorded", err, cfg.Tournament, TournamentLegacy)
 	}
+	// That default was at most the pool: a run of a pool of 2 continues.
+	small := *rec
+	small.Pool, small.Init = 2, min(small.Init, 2)
+	if cfg, _, err := resolve(&small, Config{Run: "x"}, time.Now); err != nil || cfg.Tournament != 2 {
+		t.Errorf("a pool of 2 recorded before its tournament: %v, tournament %d; want 2", err, cfg.Tournament)
+	}
 	if _, _, err := resolve(rec, Config{Run: "x", Crossover: new(0.5)}, time.Now); !errors.As(err, new(*SettingError)) {
 		t.Errorf("crossover given for a run recorded without operators: %v; want a SettingError", err)
 	}
