@@ -195,7 +195,11 @@ func (a *attemptProgress) Saved(ctx context.Context, step int64) {
 	a.mu.Lock()
 	last := a.saved
 	a.mu.Unlock()
-	ctx, cancel := saveContext(ctx)
+	var size int64
+	if st, err := os.Stat(a.out); err == nil {
+		size = st.Size()
+	}
+	ctx, cancel := saveContext(ctx, size)
 	defer cancel()
 	if err := a.store(ctx, step, last); err != nil {
 		if !a.warned {
@@ -354,10 +358,28 @@ func (a *attemptProgress) settle(res *schema.Result) {
 	}
 }
 
-// ProgressStoreWait bounds the storing of one save: a store that does not
-// answer in that time (the broker away, no controller to commit it) loses
-// that save, with a warning, and the evaluation goes on.
+// ProgressStoreWait is the fixed part of the time one save has to be
+// stored: the commit by the run's controller and the upload's first
+// chunks. A store that does not answer in its time (the broker away, no
+// controller to commit it) loses that save, with a warning, and the
+// evaluation goes on.
 const ProgressStoreWait = 10 * time.Second
+
+// ProgressUploadRate is the slowest upload, in bytes a second, that a save
+// is given time for: a save of B bytes has ProgressStoreWait + B /
+// ProgressUploadRate (storeWait), so that a large progress file is not cut
+// off by the fixed wait meant for the commit.
+const ProgressUploadRate = 10 << 20
+
+// storeWait is the time a save of size bytes has to be stored: the fixed
+// ProgressStoreWait, for the commit, plus its upload at
+// ProgressUploadRate.
+func storeWait(size int64) time.Duration {
+	if size <= 0 {
+		return ProgressStoreWait
+	}
+	return ProgressStoreWait + time.Duration(float64(size)/ProgressUploadRate*float64(time.Second))
+}
 
 // HandBackSaveGrace is how long a save under way when its evaluation is
 // cancelled (the walltime, an expired drain) still has to be stored: it is
@@ -365,13 +387,14 @@ const ProgressStoreWait = 10 * time.Second
 // it.
 const HandBackSaveGrace = 5 * time.Second
 
-// saveContext is the context of one save of an evaluation running under
-// parent: ProgressStoreWait, cut to HandBackSaveGrace once parent ends. A
+// saveContext is the context of one save of size bytes by an evaluation
+// running under parent: storeWait(size), cut to HandBackSaveGrace once
+// parent ends. A
 // save that starts once parent has ended (lines the evaluator printed
 // before it was killed) is not stored: the hand-back does not wait for a
 // queue of them.
-func saveContext(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ProgressStoreWait)
+func saveContext(parent context.Context, size int64) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), storeWait(size))
 	if parent.Err() != nil {
 		cancel()
 		return ctx, cancel

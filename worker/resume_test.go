@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evoq/evoq/checkpoint"
 	"github.com/evoq/evoq/schema"
@@ -131,5 +132,30 @@ func TestProgressUnusable(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(c.progDir, id+"*")); len(left) != 0 {
 			t.Errorf("%s: files left: %v", id, left)
 		}
+	}
+}
+
+// TestStoreWaitGrowsWithSize: a save has the fixed wait for its commit plus
+// its upload at ProgressUploadRate, so that a large progress file is not
+// cut off by the wait meant for the commit.
+func TestStoreWaitGrowsWithSize(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		want time.Duration
+	}{
+		{0, ProgressStoreWait},
+		{-1, ProgressStoreWait},
+		{ProgressUploadRate, ProgressStoreWait + time.Second},
+		{50 * ProgressUploadRate, ProgressStoreWait + 50*time.Second},
+		{ProgressUploadRate / 2, ProgressStoreWait + 500*time.Millisecond},
+	} {
+		if got := storeWait(c.size); got != c.want {
+			t.Errorf("storeWait(%d) = %v, want %v", c.size, got, c.want)
+		}
+	}
+	// A 1 GiB file, which needs more than the fixed wait to upload, has
+	// time for it.
+	if got := storeWait(1 << 30); got <= ProgressStoreWait+100*time.Second {
+		t.Errorf("storeWait(1 GiB) = %v, not more than the fixed wait plus 100 s", got)
 	}
 }
