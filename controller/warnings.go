@@ -61,10 +61,10 @@ func (c *Controller) noteResult(r *schema.Result) {
 const ScratchRunWarning = "interrupted designs are retrained from scratch: their evaluator saves no progress to resume from " +
 	"(evoq_eval.save_progress; see EVALUATORS.md, Saving progress); the summary's progress.from_scratch_cost_s says what that costs"
 
-// noteScratch warns, once, of a counted design that was delivered more
-// than once and did not resume from saved progress.
+// noteScratch warns, once, of a counted design that was retrained from
+// scratch (runstate.RetrainedFromScratch).
 func (c *Controller) noteScratch(r *schema.Result) {
-	if r.Attempt > 1 && r.ResumedFrom == 0 && r.Worker != "" && r.Status != schema.StatusLost {
+	if runstate.RetrainedFromScratch(r) {
 		c.warnOnce(ScratchRunWarning, logrus.Fields{"design": r.DesignID, "attempt": r.Attempt})
 	}
 }

@@ -26,10 +26,9 @@ type Figures struct {
 	// saved progress, and ResumedS the slot-seconds they did not repeat
 	// (Result.ResumedSeconds). Scratch is the counted designs evaluated
 	// again from scratch after an earlier attempt was interrupted
-	// (delivered more than once, no resume), and ScratchS an estimate of
-	// what that cost: half of the design's own evaluation time per earlier
-	// attempt, the expected loss of an interruption at a random point of
-	// its training.
+	// (retrainedFromScratch), and ScratchS an estimate of what that cost:
+	// half of the design's own evaluation time per earlier attempt, the
+	// expected loss of an interruption at a random point of its training.
 	Resumed  int
 	ResumedS float64
 	Scratch  int
@@ -77,10 +76,31 @@ func (f *Figures) interrupted(r *schema.Result) {
 	case r.ResumedFrom > 0:
 		f.Resumed++
 		f.ResumedS += r.ResumedSeconds
-	case r.Attempt > 1 && r.Status != schema.StatusLost && r.Worker != "":
+	case RetrainedFromScratch(r):
 		f.Scratch++
 		f.ScratchS += float64(r.Attempt-1) * r.Duration().Seconds() / 2
 	}
+}
+
+// RetrainedFromScratch says whether a counted result is of a design
+// evaluated again from step 0 because its evaluator saves no progress: it
+// was delivered more than once (Attempt > 1) by a worker (not lost), did
+// not resume, and its evaluator is one that could save progress but saved
+// none in this attempt. Not counted: a built-in evaluator, which cannot
+// save progress at all (Result.NoProgress), and an attempt that saved
+// progress (ProgressStep > 0): its evaluator does save, so an earlier
+// attempt that had trained and saved would have been resumed, and one
+// interrupted before its first save lost less than a save interval.
+//
+// Attempt counts deliveries, and a design handed back before it started
+// (it arrived too late for the walltime, after the worker stopped taking
+// designs, on a host it failed on before) was delivered without being
+// trained: the record does not say which earlier deliveries started, so
+// for an evaluator that saves no progress the count, and its cost, may
+// include such designs.
+func RetrainedFromScratch(r *schema.Result) bool {
+	return r.Attempt > 1 && r.ResumedFrom == 0 && r.ProgressStep == 0 && !r.NoProgress &&
+		r.Status != schema.StatusLost && r.Worker != ""
 }
 
 func (f *Figures) attempt(r *schema.Result) {

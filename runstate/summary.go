@@ -171,9 +171,15 @@ type ProgressSummary struct {
 	// slot-seconds of training they did not repeat.
 	Resumed       int     `json:"resumed"`
 	ResumedSavedS float64 `json:"resumed_saved_s"`
-	// FromScratch is the designs evaluated again from scratch, and
+	// FromScratch is the designs evaluated again from scratch by an
+	// evaluator that saves no progress (RetrainedFromScratch: not a
+	// built-in evaluator, which cannot, nor one that saved progress), and
 	// FromScratchCostS about the slot-seconds that cost (half an
-	// evaluation per interrupted attempt).
+	// evaluation per earlier attempt). Earlier attempts are deliveries,
+	// and the record does not say which of them started: a design handed
+	// back before it started (too late for the walltime, on a stopping
+	// worker, on a host it failed on before) is counted too, so both are
+	// upper bounds.
 	FromScratch      int     `json:"from_scratch"`
 	FromScratchCostS float64 `json:"from_scratch_cost_s"`
 }

@@ -219,6 +219,11 @@ type Result struct {
 	ResumedFrom    int64   `msgpack:"resumed_from,omitempty" json:"resumed_from,omitempty"`
 	ResumedSeconds float64 `msgpack:"resumed_seconds,omitempty" json:"resumed_seconds,omitempty"`
 	ProgressStep   int64   `msgpack:"progress_step,omitempty" json:"progress_step,omitempty"`
+	// NoProgress says that the attempt's evaluator cannot save progress
+	// at all (a built-in evaluator, which writes no files): a design it
+	// evaluates again is not counted as retrained from scratch, since no
+	// evaluator could have resumed it.
+	NoProgress bool `msgpack:"no_progress,omitempty" json:"no_progress,omitempty"`
 }
 
 // Duration is the evaluation's wall time as measured by the worker.

@@ -31,3 +31,26 @@ func TestPrepareSkipsOutForNoCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// A built-in evaluator that writes no files cannot save progress: its
+// results say so (no_progress), so that a design it evaluates again is not
+// counted as retrained from scratch; an evaluator that writes files could
+// have, and its results do not.
+func TestSettleSaysNoProgressForBuiltins(t *testing.T) {
+	t.Parallel()
+	store, err := checkpoint.OpenDir(t.TempDir(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &schema.Design{ID: "r-2", Run: "r", Origin: schema.OriginRandom}
+	cfg := schema.Checkpoints{Store: schema.CheckpointDir, Max: 1 << 20}
+	for _, none := range []bool{false, true} {
+		c := &ckpts{store: store, cfg: cfg, none: none, progDir: t.TempDir()}
+		a := c.progressFor(context.Background(), logrus.New(), d, design{}, "w1-0-0-2")
+		res := &schema.Result{DesignID: d.ID, Attempt: 2}
+		a.settle(res)
+		if res.NoProgress != none {
+			t.Errorf("none=%v: no_progress %v", none, res.NoProgress)
+		}
+	}
+}

@@ -329,6 +329,10 @@ func (a *attemptProgress) resumedFrom() int64 {
 // result says progress_unusable) did not resume.
 func (a *attemptProgress) settle(res *schema.Result) {
 	if a == nil {
+		// progressFor gave none: the evaluator is a built-in that
+		// writes no files, or the run keeps no store; either way no
+		// attempt of this design could have saved progress.
+		res.NoProgress = true
 		return
 	}
 	for _, p := range []string{a.out, a.in, a.request} {
