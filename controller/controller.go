@@ -59,8 +59,8 @@ type Controller struct {
 	// pending counts the genome keys (runstate.GenomeKey) of the designs
 	// this controller published that have no counted result yet, so that
 	// a novel run's children differ from those in flight too, the fold
-	// knowing only the counted ones; a restart starts it empty, which
-	// costs at most a repeat or two.
+	// knowing only the counted ones; a restart starts it with the designs
+	// on the work queue (pendQueued).
 	pending   map[uint64]int
 	idle      idleSince
 	lastAlarm time.Time
