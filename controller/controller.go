@@ -216,6 +216,12 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	if c.stopper != nil {
 		c.stopper.catchUp(ctx)
 	}
+	// The run is done: its last counted result is folded, and a worker's
+	// checkpoint commit, which precedes its result, was served. A commit
+	// now would store what the sweeps and settle below no longer see (the
+	// saved progress of a closed design), so commits end here, and a late
+	// save fails on its worker's side.
+	c.ckpt.stopServing()
 	c.ckpt.finish()
 	c.sweepCheckpoints(ctx)
 	deleted()
