@@ -158,3 +158,61 @@ func TestCommitWaitsForController(t *testing.T) {
 		t.Errorf("List = %+v, %v; want r1-2 alone", refs, err)
 	}
 }
+
+// TestEndCommits: once its controller ends the commits (the run is
+// done), a worker's upload is not committed, fails with ErrNotCommitted,
+// and what it stored, fresh as it is, is purged by the next Sweep; what
+// was committed before stays.
+func TestEndCommits(t *testing.T) {
+	ctx := context.Background()
+	_, js := start(t)
+	local := t.TempDir()
+	s, err := checkpoint.CreateObject(ctx, js, "r1", 1, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s, js)
+	put := func(name string, data []byte) error {
+		p := filepath.Join(local, "upload")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Put(ctx, name, p)
+		return err
+	}
+	if err := put("r1-1", []byte("weights")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := func() uint64 {
+		st, err := js.Stream(ctx, "OBJ_"+schema.CheckpointBucket("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		si, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si.State.Msgs
+	}
+	committed := msgs()
+	if n, err := s.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("Sweep while serving: %d, %v; want nothing purged", n, err)
+	}
+	s.EndCommits()
+	checkpoint.SetCommitWait(t, 2*time.Second)
+	if err := put("r1-2.progress", []byte("late progress")); !errors.Is(err, checkpoint.ErrNotCommitted) {
+		t.Fatalf("a save after the commits ended: %v, want ErrNotCommitted", err)
+	}
+	if refs, err := s.List(ctx); err != nil || len(refs) != 1 || refs[0].Design != "r1-1" {
+		t.Fatalf("List after the commits ended: %+v, %v; want r1-1 alone", refs, err)
+	}
+	if msgs() <= committed {
+		t.Fatal("the late save stored no chunk: the test does not test the sweep")
+	}
+	if n, err := s.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("Sweep after the commits ended: %d, %v; want the late save's fresh chunks purged", n, err)
+	}
+	if m := msgs(); m != committed {
+		t.Fatalf("the bucket holds %d messages after the sweep, want %d (r1-1's)", m, committed)
+	}
+}

@@ -49,6 +49,10 @@ type Object struct {
 	// smu guards sh, the bucket's stream (bucketStream).
 	smu sync.Mutex
 	sh  jetstream.Stream
+	// serving is held, read, by every commit Serve handles; ended (which
+	// it guards) is set by EndCommits.
+	serving sync.RWMutex
+	ended   bool
 }
 
 // ChunkSize is the size of an object's chunks: nats.go's default.
@@ -250,6 +254,11 @@ func (o *Object) askCommit(ctx context.Context, c *schema.CheckpointCommit) erro
 // called with the name of every object committed.
 func (o *Object) Serve(nc *nats.Conn, log logrus.FieldLogger, committed func(name string)) (*nats.Subscription, error) {
 	return nc.Subscribe(schema.CommitSubject(o.run), func(m *nats.Msg) {
+		o.serving.RLock()
+		defer o.serving.RUnlock()
+		if o.ended {
+			return // unanswered: its worker asks again, then gives up (ErrNotCommitted)
+		}
 		if !broker.Answerable(m.Reply, o.run) {
 			return // nowhere an answer may go
 		}
@@ -277,6 +286,18 @@ func (o *Object) Serve(nc *nats.Conn, log logrus.FieldLogger, committed func(nam
 			_ = m.Respond(b)
 		}
 	})
+}
+
+// EndCommits ends the commits Serve answers, once those under way are
+// done: a request that comes later is not answered, so its worker asks
+// again until CommitWait and gives up with ErrNotCommitted. Sweep then
+// purges every uncommitted chunk, whatever its age: no commit can come
+// to claim it. The run's controller calls it as the run ends, before its
+// last listing of the store.
+func (o *Object) EndCommits() {
+	o.serving.Lock()
+	o.ended = true
+	o.serving.Unlock()
 }
 
 // Commit publishes the metadata of the object c names, once it checked
@@ -569,7 +590,14 @@ func (o *Object) List(ctx context.Context) ([]schema.CheckpointRef, error) {
 // Sweep implements Store: it purges the chunks of objects whose metadata
 // never came (an upload cut short by a worker's death), once their last
 // chunk is OrphanAge old. An upload in progress adds chunks as it goes.
+// Once EndCommits was called, every uncommitted chunk is purged.
 func (o *Object) Sweep(ctx context.Context) (int, error) {
+	age := OrphanAge
+	o.serving.RLock()
+	if o.ended {
+		age = 0
+	}
+	o.serving.RUnlock()
 	infos, err := o.list(ctx, true)
 	if err != nil {
 		return 0, err
@@ -595,7 +623,7 @@ func (o *Object) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		last, err := stream.GetLastMsgForSubject(ctx, subj)
-		if err != nil || last.Time.After(timeNow().Add(-OrphanAge)) {
+		if err != nil || last.Time.After(timeNow().Add(-age)) {
 			continue
 		}
 		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {

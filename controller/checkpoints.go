@@ -466,12 +466,18 @@ func (t *ckptTracker) dropProgress(id string, live bool) {
 	}
 }
 
-// stopServing ends the commits of workers' checkpoints: the run's
-// controller is gone, and a worker that asks now waits for the next.
+// stopServing ends the commits of workers' checkpoints, once those under
+// way are done: the run's controller is gone, and a worker that asks now
+// waits for the next; or the run is done, and its late save fails.
 func (t *ckptTracker) stopServing() {
-	if t != nil && t.sub != nil {
-		_ = t.sub.Unsubscribe()
+	if t == nil || t.sub == nil {
+		return
 	}
+	if obj, ok := t.store.(*checkpoint.Object); ok {
+		obj.EndCommits()
+	}
+	_ = t.sub.Unsubscribe()
+	t.sub = nil
 }
 
 // inFlightDesigns reads every design of the run on the work queue, and

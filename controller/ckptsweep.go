@@ -152,7 +152,9 @@ func (t *ckptTracker) measure(ctx context.Context, log logrus.FieldLogger) {
 // deletes at once what the rule does not keep, until a listing finds
 // nothing to delete (at most settleRounds listings, a second apart): an
 // upload that a worker was finishing as the run ended lands after the
-// last sweep, and would outlive the run. It returns how many it deleted.
+// last sweep, and would outlive the run. Then, commits having ended, it
+// purges once the chunks no object claims. It returns how many
+// checkpoints it deleted.
 func (t *ckptTracker) settle(ctx context.Context, open func(id string) bool) int {
 	deleted := 0
 	for round := range settleRounds {
@@ -183,6 +185,16 @@ func (t *ckptTracker) settle(ctx context.Context, open func(id string) bool) int
 	t.mu.Lock()
 	t.deleted += deleted
 	t.mu.Unlock()
+	// Commits have ended (stopServing): the chunks of an upload that
+	// was not committed are purged now, or nobody would.
+	lctx, cancel := context.WithTimeout(ctx, DeleteWait)
+	defer cancel()
+	switch left, err := t.store.Sweep(lctx); {
+	case err != nil:
+		t.log.WithError(err).Warn("sweeping the checkpoint store for uploads never committed failed as the run ended; they stay until the store is removed")
+	case left > 0:
+		t.log.WithField("leftovers", left).Info("checkpoint store swept as the run ended: purged uploads never committed")
+	}
 	return deleted
 }
 

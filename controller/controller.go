@@ -59,8 +59,8 @@ type Controller struct {
 	// pending counts the genome keys (runstate.GenomeKey) of the designs
 	// this controller published that have no counted result yet, so that
 	// a novel run's children differ from those in flight too, the fold
-	// knowing only the counted ones; a restart starts it empty, which
-	// costs at most a repeat or two.
+	// knowing only the counted ones; a restart starts it with the designs
+	// on the work queue (pendQueued).
 	pending   map[uint64]int
 	idle      idleSince
 	lastAlarm time.Time
@@ -216,6 +216,12 @@ func (c *Controller) Run(ctx context.Context) (*runstate.Summary, error) {
 	if c.stopper != nil {
 		c.stopper.catchUp(ctx)
 	}
+	// The run is done: its last counted result is folded, and a worker's
+	// checkpoint commit, which precedes its result, was served. A commit
+	// now would store what the sweeps and settle below no longer see (the
+	// saved progress of a closed design), so commits end here, and a late
+	// save fails on its worker's side.
+	c.ckpt.stopServing()
 	c.ckpt.finish()
 	c.sweepCheckpoints(ctx)
 	deleted()

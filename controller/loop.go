@@ -46,6 +46,7 @@ func (c *Controller) replay(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.pendQueued(q)
 	began := time.Now()
 	// Replay allocates a short-lived result per stored one: fewer, larger
 	// collections while it lasts cost a little memory for a lot of CPU.

@@ -114,6 +114,10 @@ func (c *Controller) avoid(f *runstate.Failures) (hosts, workers []string) {
 type queueState struct {
 	last    uint64
 	retries map[retryKey]bool
+	// keys are the genome keys of the designs on the queue, by seq, in a
+	// novel run: the designs in flight, which its children avoid (see
+	// pending).
+	keys map[uint64]uint64
 }
 
 type retryKey struct {
@@ -128,7 +132,7 @@ type retryKey struct {
 // read, one request each: the queue holds the designs in flight, not the
 // run's history.
 func (c *Controller) readQueue(ctx context.Context) (queueState, error) {
-	q := queueState{retries: map[retryKey]bool{}}
+	q := queueState{retries: map[retryKey]bool{}, keys: map[uint64]uint64{}}
 	subject := schema.DesignSubject(c.cfg.Run)
 	raw, err := c.designs.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -142,13 +146,16 @@ func (c *Controller) readQueue(ctx context.Context) (queueState, error) {
 		return q, fmt.Errorf("read the work queue: last design: %w", err)
 	}
 	q.last = d.Seq
-	if d.Retry == 0 && c.cfg.Rules().ErrorRetries == 0 {
+	if d.Retry == 0 && c.cfg.Rules().ErrorRetries == 0 && !c.novel() {
 		return q, nil
 	}
 	return q, c.eachQueued(ctx, func(d *schema.Design) {
 		q.last = max(q.last, d.Seq)
 		if d.Retry > 0 {
 			q.retries[retryKey{d.Seq, d.Retry}] = true
+		}
+		if c.novel() {
+			q.keys[d.Seq] = c.key(d.Genome)
 		}
 	})
 }
@@ -169,6 +176,17 @@ func (c *Controller) eachQueued(ctx context.Context, fn func(*schema.Design)) er
 			fn(d)
 		}
 		seq = raw.Sequence + 1
+	}
+}
+
+// pendQueued, before replay, notes as pending the genomes of the designs
+// on the queue, once a seq (a design and its retry may both be on it), so
+// that a restarted novel run's children avoid what is in flight as its
+// first controller's did. Replay unpends each of them whose result it
+// counts, as the loop does live: what stays pending is what is in flight.
+func (c *Controller) pendQueued(q queueState) {
+	for _, k := range q.keys {
+		c.pend(k)
 	}
 }
 
