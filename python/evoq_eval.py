@@ -438,7 +438,17 @@ def _load(path, map_location):
             except ImportError as e:
                 raise RuntimeError(f"saved by torch.save, and torch does not import here: {e}") from None
             # weights_only: tensors and plain containers, no code from the file.
-            return torch.load(f, map_location=map_location, weights_only=True)
+            try:
+                return torch.load(f, map_location=map_location, weights_only=True)
+            except pickle.UnpicklingError as e:
+                # Older torch (1.13, Debian's) knows too few of pickle's
+                # operations for weights_only: an optimizer's state, with
+                # its floats, does not load. The same rule, kept by our own
+                # unpickler: plain data and torch's tensor rebuilders only.
+                if "Unsupported operand" not in str(e):
+                    raise
+                f.seek(0)
+                return torch.load(f, map_location=map_location, pickle_module=_torch_pickle, weights_only=False)
         f.seek(0)
         obj = _PlainUnpickler(f).load()
         if f.read(1):  # torch.save's legacy format is several pickles in a row
@@ -462,6 +472,28 @@ class _PlainUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not plain data: without torch a checkpoint holds "
                                      "containers, numbers, strings, bytes and numpy arrays")
+
+
+class _TensorUnpickler(_PlainUnpickler):
+    """_PlainUnpickler, with the functions torch.save's pickles rebuild
+    tensors with; torch.load itself resolves the storages."""
+
+    TORCH = {("torch._utils", n) for n in ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
+                                           "_rebuild_parameter_with_state")} \
+        | {("torch", n) for n in ("Size", "device", "dtype")}
+
+    def find_class(self, module, name):
+        if (module, name) in self.TORCH:
+            return pickle.Unpickler.find_class(self, module, name)
+        return super().find_class(module, name)
+
+
+class _torch_pickle:
+    """The pickle module torch.load is given when its own weights_only
+    cannot read a file (older torch)."""
+    Unpickler = _TensorUnpickler
+    load = staticmethod(pickle.load)
+    __name__ = "evoq_eval._torch_pickle"
 
 
 def _clip(text, n=240):
