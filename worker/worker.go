@@ -440,8 +440,14 @@ var errRunFailed = errors.New("the run failed; waiting for a controller to conti
 // once. When the phase cannot be read the worker joins: its watch on the
 // run's state sees the phase later.
 func (w *Worker) notFailed(ctx context.Context) error {
-	if phase, err := runPhase(ctx, w.js, w.cfg.Run); err == nil && phase == schema.PhaseFailed {
+	phase, err := runPhase(ctx, w.js, w.cfg.Run)
+	switch {
+	case err == nil && phase == schema.PhaseFailed:
 		return errRunFailed
+	case err != nil && ctx.Err() != nil:
+		// The join's wait ran out during the read: that says nothing of
+		// the run, and is no reason to join it.
+		return ctx.Err()
 	}
 	return nil
 }
