@@ -11,7 +11,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/evoq/evoq/internal/report"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
@@ -365,24 +365,9 @@ func finite(x float64) *float64 {
 	return &x
 }
 
-// genomeText writes a genome in key order, cut to n characters.
+// genomeText writes a genome as the report does, cut to n characters.
 func genomeText(g map[string]any, n int) string {
-	keys := make([]string, 0, len(g))
-	for k := range g {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	s := ""
-	for i, k := range keys {
-		if i > 0 {
-			s += " "
-		}
-		v, err := json.Marshal(g[k])
-		if err != nil {
-			v = []byte(fmt.Sprint(g[k]))
-		}
-		s += k + "=" + string(v)
-	}
+	s := report.GenomeText(g)
 	if len(s) > n {
 		s = s[:n-1] + "…"
 	}

@@ -411,13 +411,13 @@ func topDesigns(ok []*schema.Result, n int) []Design {
 	var out []Design
 	for i, r := range ok[:min(n, len(ok))] {
 		out = append(out, Design{Rank: i + 1, ID: r.DesignID, Fitness: r.Fitness, Origin: r.Design.Origin,
-			Genome: genomeText(r.Design.Genome), Worker: r.Worker, Slot: r.Slot, GPU: r.GPU, Duration: r.Duration()})
+			Genome: GenomeText(r.Design.Genome), Worker: r.Worker, Slot: r.Slot, GPU: r.GPU, Duration: r.Duration()})
 	}
 	return out
 }
 
-// genomeText writes a genome as sorted key=value pairs.
-func genomeText(g map[string]any) string {
+// GenomeText writes a genome as sorted key=value pairs.
+func GenomeText(g map[string]any) string {
 	keys := make([]string, 0, len(g))
 	for k := range g {
 		keys = append(keys, k)
