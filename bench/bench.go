@@ -76,11 +76,12 @@ type Config struct {
 	// removed when Run returns.
 	Dir string
 	// Seeds is the number of seeds, 1..Seeds, of the fidelity, inherit,
-	// zdt and nb201 workloads. Defaults to 5 (nb201: 10), or 1 with
-	// Smoke.
+	// zdt, nb201 and train20 workloads. Defaults to 5 (nb201: 10,
+	// train20: 3), or 1 with Smoke.
 	Seeds int
 	// EvalHelper is the directory of evoq_eval.py, the Python helper the
-	// stoplatency workload's evaluator imports. Defaults to the python
+	// stoplatency and train20 workloads' evaluators import (train20's
+	// evoq_torch.py too). Defaults to the python
 	// directory of the working directory or of its nearest parent that
 	// has python/evoq_eval.py: the repository's, from its root and from
 	// the directories go test runs in.
@@ -108,6 +109,14 @@ type Config struct {
 	// and with them the targets that compare with them. Defaults to
 	// false: they run, and Python must have Debian's python3-optuna.
 	NB201NoBaselines bool
+	// Train20Args are flags added to each evoq run of the train20
+	// workload, so that other search settings can be measured on it.
+	// Defaults to none.
+	Train20Args []string
+	// Train20NoBaselines leaves the train20 workload's Optuna studies out,
+	// and with them the target that compares with them. Defaults to
+	// false: they run, and Python must have Debian's python3-optuna.
+	Train20NoBaselines bool
 	// Log receives one line as each workload starts: a full run takes
 	// minutes. Defaults to io.Discard.
 	Log io.Writer
@@ -216,6 +225,8 @@ type Row struct {
 	ZDT *ZDT `json:"zdt,omitempty"`
 	// NB201 is the nb201 workload's figures.
 	NB201 *NB201 `json:"nb201,omitempty"`
+	// Train20 is the train20 workload's figures.
+	Train20 *Train20 `json:"train20,omitempty"`
 	// Scale is the exascale workload's figures.
 	Scale *Scale `json:"scale,omitempty"`
 	// Growth is the growth workload's figures.
@@ -302,8 +313,13 @@ func (r *runner) prepare(ctx context.Context) error {
 	} else if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
 		return &ConfigError{Field: "Dir", Value: r.cfg.Dir, Reason: err.Error()}
 	}
-	if slices.Contains(r.cfg.Workloads, "stoplatency") {
+	if slices.Contains(r.cfg.Workloads, "stoplatency") || slices.Contains(r.cfg.Workloads, "train20") {
 		if err := r.prepareStopLatency(ctx); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(r.cfg.Workloads, "train20") {
+		if err := r.prepareTrain20(ctx); err != nil {
 			return err
 		}
 	}
@@ -347,6 +363,8 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 		err = r.runZDT(ctx, row)
 	case "nb201":
 		err = r.runNB201(ctx, row)
+	case "train20":
+		err = r.runTrain20(ctx, row)
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}

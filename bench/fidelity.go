@@ -276,33 +276,44 @@ func readSpans(ctx context.Context, dir, run string) ([]span, error) {
 func (f *Fidelity) summarize(answers []float64) {
 	f.Medians = nil
 	for i, rule := range fidelityRules {
-		m := &FidelityMedian{Rule: rule}
-		var shares, atEqual, fullBest, delta []float64
+		var full []FidelityRun
+		var runs []*FidelityRule
 		for _, fs := range f.Seeds {
-			fr := fs.Rules[i]
-			share := math.Inf(1)
-			if fr.Reached {
-				share, m.Reached = fr.ReachedShare, m.Reached+1
-			}
-			if fr.Short {
-				m.Short++
-			}
-			shares, atEqual = append(shares, share), append(atEqual, fr.BestAtEqual)
-			fullBest, delta = append(fullBest, fs.Full.Best), append(delta, fr.Delta)
-			f.CPUShareMax = max(f.CPUShareMax, fs.Full.CPUShare, fr.CPUShare)
+			full, runs = append(full, fs.Full), append(runs, fs.Rules[i])
+			f.CPUShareMax = max(f.CPUShareMax, fs.Full.CPUShare, fs.Rules[i].CPUShare)
 		}
-		if s := median(shares); !math.IsInf(s, 1) && !math.IsNaN(s) {
-			s = sig4(s)
-			m.ReachedShare = &s
-		}
-		m.BestAtEqual, m.FullBest, m.Delta = median(atEqual), median(fullBest), median(delta)
+		m := medianOver(rule, full, runs)
 		f.Medians = append(f.Medians, m)
 		if rule == schema.RuleASHA {
 			f.ReachMet = m.ReachedShare != nil && *m.ReachedShare <= 0.35
-			f.EqualMet = len(delta) > 0 && m.Delta >= 0
+			f.EqualMet = len(runs) > 0 && m.Delta >= 0
 		}
 	}
 	f.Decisions = quantiles(answers)
+}
+
+// medianOver is the medians of one rule's runs, runs[i] beside the full
+// run full[i] of the same seed.
+func medianOver(rule string, full []FidelityRun, runs []*FidelityRule) *FidelityMedian {
+	m := &FidelityMedian{Rule: rule}
+	var shares, atEqual, fullBest, delta []float64
+	for i, fr := range runs {
+		share := math.Inf(1)
+		if fr.Reached {
+			share, m.Reached = fr.ReachedShare, m.Reached+1
+		}
+		if fr.Short {
+			m.Short++
+		}
+		shares, atEqual = append(shares, share), append(atEqual, fr.BestAtEqual)
+		fullBest, delta = append(fullBest, full[i].Best), append(delta, fr.Delta)
+	}
+	if s := median(shares); !math.IsInf(s, 1) && !math.IsNaN(s) {
+		s = sig4(s)
+		m.ReachedShare = &s
+	}
+	m.BestAtEqual, m.FullBest, m.Delta = median(atEqual), median(fullBest), median(delta)
+	return m
 }
 
 // span is one stored result as the fidelity figures see it: its

@@ -187,6 +187,13 @@ func (r *runner) inheritRun(ctx context.Context, s InheritSettings, seed int, mo
 	if err != nil {
 		return InheritRun{}, nil, fmt.Errorf("%s run: %w", mode, err)
 	}
+	run, spans := inheritFigures(mode, p, results, verdicts)
+	return run, spans, nil
+}
+
+// inheritFigures are a run's figures in mode, from its process and its
+// results with their verdicts, and its spans.
+func inheritFigures(mode string, p *evoqProc, results []*schema.Result, verdicts []runstate.Verdict) (InheritRun, []span) {
 	spans := spansOf(results, verdicts)
 	run := InheritRun{Mode: mode, OK: p.sum.OK, Infeasible: p.sum.Infeasible, Epochs: epochsTrained(results, verdicts),
 		WallS: sig4(p.wall.Seconds()), CPUShare: p.cpuShare()}
@@ -198,7 +205,7 @@ func (r *runner) inheritRun(ctx context.Context, s InheritSettings, seed int, mo
 		run.Mutants, run.Inherited = c.Mutants, c.Inherited
 		run.InheritedShare = sig4(float64(c.Inherited) / float64(c.Mutants))
 	}
-	return run, spans, nil
+	return run, spans
 }
 
 // compareInherit measures seed's inheriting run, whose spans are given,

@@ -12,7 +12,7 @@ type workload struct {
 	name  string
 	about string
 	// evoq run flags, full and smoke; nil for exascale, growth, memory, replay, fidelity,
-	// inherit, stoplatency, zdt and nb201, which start their processes themselves
+	// inherit, stoplatency, zdt, nb201 and train20, which start their processes themselves
 	args, smokeArgs []string
 	// Dask baseline flags, full and smoke; nil: no Dask counterpart
 	dask, smokeDask []string
@@ -22,7 +22,7 @@ type workload struct {
 // workloads are the benchmarks, in the order "all" runs them: replay reads
 // the store that memory wrote. fidelity, inherit, stoplatency and zdt
 // start their own runs: their settings are in fidelity.go, inherit.go,
-// stoplatency.go, zdt.go and nb201.go.
+// stoplatency.go, zdt.go, nb201.go and train20.go.
 var workloads = []*workload{
 	{name: "noop", about: "no-op evaluations, 8 slots in 2 worker processes: evoq's own overhead",
 		args:      []string{"--evaluator", "noop", "--slots", "8", "--workers", "2", "--budget", "20000"},
@@ -74,6 +74,11 @@ var workloads = []*workload{
 		"against Optuna TPE and random search, 10 seeds, without noise and with noise of 0.5: the true accuracy of the best design after 100 and 300 evaluations",
 		target: "without noise: after 300 evaluations every seed within 0.1 of the optimum (47.31) and >= 8 of 10 at it; " +
 			"after 100 a median >= Optuna TPE's and a worst seed >= random search's median"},
+	{name: "train20", about: "real training: a PyTorch MLP on a generated 20-class task with noisy labels, 30 epochs, 2 slots; " +
+		"evoq with full training, asha and median, and --inherit, against Optuna TPE without a pruner, with Hyperband and with " +
+		"its median pruner, same seeds, compared at full training's slot-seconds",
+		target: "asha at equal slot-seconds at least as good as full training and as TPE with its better pruner, " +
+			"and full training's best in <= 35% of its slot-seconds (medians over the seeds)"},
 }
 
 // Names are the workloads' names, in the order they run.
@@ -181,6 +186,8 @@ func met(row *Row) bool {
 		return row.ZDT.Met
 	case "nb201":
 		return row.NB201.Met
+	case "train20":
+		return row.Train20.Met
 	}
 	return false
 }

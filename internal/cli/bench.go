@@ -34,6 +34,8 @@ type benchCmd struct {
 	repo      string
 	nb201Args string
 	nb201Base bool
+	t20Args   string
+	t20Base   bool
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -46,24 +48,27 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
 		"stoplatency (a persistent Python evaluator's stop answers) and zdt (several objectives: zdt1 and zdt2\n"+
 		"against their true fronts and the textbook NSGA-II), nb201 (NAS-Bench-201's ImageNet16-120 landscape\n"+
-		"against Optuna TPE and random search).", c.env.Stderr)
+		"against Optuna TPE and random search), train20 (PyTorch training: full training, early stopping and --inherit\n"+
+		"against Optuna TPE with and without its pruners).", c.env.Stderr)
 	fs.StringVar(&c.workloads, "workload", "noop,sim", "comma-separated workloads, or all")
 	fs.BoolVar(&c.vsDask, "vs-dask", false, "run the Dask baseline of each workload too (needs Debian's python3-distributed)")
 	fs.BoolVar(&c.smoke, "smoke", false, "one short iteration of each workload: checks that the bench runs, measures nothing")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object")
-	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
+	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency and train20 evaluators (and the Optuna baselines) run with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, zdt and nb201: seeds 1..N (default 5, nb201 10; 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, zdt, nb201 and train20: seeds 1..N (default 5, nb201 10, train20 3; 1 with --smoke)")
 	fs.StringVar(&c.nb201Args, "nb201-args", "", "nb201: evoq run flags added to each of its evoq runs, space-separated, such as '--replace oldest --pool 20': the settings a comparison of defaults measures")
 	fs.BoolVar(&c.nb201Base, "nb201-baselines", true, "nb201: run the Optuna TPE and random search baselines (needs Debian's python3-optuna); false leaves them, and the targets against them, out")
+	fs.StringVar(&c.t20Args, "train20-args", "", "train20: evoq run flags added to each of its evoq runs, space-separated, such as '--pool 10': the settings a comparison measures")
+	fs.BoolVar(&c.t20Base, "train20-baselines", true, "train20: run the Optuna TPE studies, without a pruner and with two (needs Debian's python3-optuna); false leaves them, and the target against them, out")
 	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
 		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
 	fs.StringVar(&c.against, "against", "", "a git revision (commit, branch, HEAD~3) to build and run beside this binary on noop and sim, "+
 		"in alternating rounds; figures from each run's exported results")
 	fs.IntVar(&c.rounds, "rounds", bench.RoundsDefault, "with --against: alternating rounds (1 with --smoke unless given)")
 	fs.StringVar(&c.repo, "repo", "", "with --against: the git repository of the revision (default: the working directory's)")
-	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
+	fs.StringVar(&c.helper, "eval-helper", "", "stoplatency and train20: directory of evoq_eval.py (default: python/ of the working directory or its nearest parent that has it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -73,7 +78,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
 		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
-		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base}
+		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base,
+		Train20Args: strings.Fields(c.t20Args), Train20NoBaselines: !c.t20Base}
 	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
 		return usageErr("--rounds and --repo: with --against only")
 	}
@@ -184,6 +190,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 				return err
 			}
 			r.NB201.Print(c.env.Stdout, rep.Smoke)
+		case r.Train20 != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			r.Train20.Print(c.env.Stdout, rep.Smoke)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "  note\t%s\n", r.Note)
