@@ -85,17 +85,17 @@ type Train20Settings struct {
 }
 
 // train20Settings are the workload's runs, full or smoke. 2 slots in one
-// worker process; 30 epochs; 60 designs of full training with --init 10
-// and --pool 6 (a search of that many designs spends a third of it on
-// random ones with evoq's default --init 20), some 60 to 90 slot-seconds
-// a seed. Rungs at epochs 3, 9 and 27 (--min-step 3, --eta 3): at epoch 1
+// worker process; 30 epochs; 40 designs of full training with --init 8
+// and --pool 6 (evoq's default --init 20 would spend half of so small a
+// search on random designs), some 40 to 60 slot-seconds a seed on an idle
+// 2-core machine: a seed's seven runs take 3 to 4 minutes there. Rungs at epochs 3, 9 and 27 (--min-step 3, --eta 3): at epoch 1
 // the curves rank the designs by their learning rate, which the later
 // epochs undo, and epoch 3 is a tenth of the training, the least a
 // stopped design costs. A rule run's budget is what spends the full
 // run's slot-seconds with room (each run's Coverage says). The smoke run
 // is 8 designs of 6 epochs, rungs at 1 and 3.
 func train20Settings(cfg Config) Train20Settings {
-	s := Train20Settings{Slots: 2, Workers: 1, Epochs: 30, Budget: 60, Init: 10, Pool: 6, MinStep: 3, Eta: 3, Seeds: 3,
+	s := Train20Settings{Slots: 2, Workers: 1, Epochs: 30, Budget: 40, Init: 8, Pool: 6, MinStep: 3, Eta: 3, Seeds: 3,
 		Factor: map[string]int{schema.RuleMedian: 3, schema.RuleASHA: 5}, Args: cfg.Train20Args, Baselines: !cfg.Train20NoBaselines}
 	if cfg.Smoke {
 		s.Epochs, s.Budget, s.Init, s.Pool, s.MinStep, s.Seeds = 6, 8, 4, 4, 1, 1
@@ -188,9 +188,23 @@ func (r *runner) runTrain20(ctx context.Context, row *Row) error {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 		fig.Seeds = append(fig.Seeds, ts)
+		logTrain20Seed(r.cfg.Log, ts)
 	}
 	fig.summarize()
 	return nil
+}
+
+// logTrain20Seed logs a seed's figures as it ends: a full run takes long
+// enough on a busy machine that a stopped one should leave what it had.
+func logTrain20Seed(log io.Writer, ts *Train20Seed) {
+	fmt.Fprintf(log, "evoq bench: train20: seed %d: full best %.4f in %g slot-s", ts.Seed, ts.Full.Best, ts.Full.SlotS)
+	for _, r := range ts.Runs {
+		fmt.Fprintf(log, "; %s at equal %.4f, %s", r.Rule, r.BestAtEqual, reachedText(r))
+	}
+	if in := ts.Inherit; in != nil {
+		fmt.Fprintf(log, "; inherit reached %v share %g", in.Reached, in.Share)
+	}
+	fmt.Fprintln(log)
 }
 
 // writeTrain20 writes the evaluator, the baseline and the space where the

@@ -3,8 +3,12 @@ package test
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/evoq/evoq/bench"
 )
 
 // One short iteration of every benchmark workload, with the Dask baseline
@@ -21,8 +25,13 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	optuna := exec.Command("/usr/bin/python3", "-c", "import optuna").Run() == nil
 	if !optuna {
-		args = append(args, "--nb201-baselines=false")
-		t.Log("no nb201 baselines: /usr/bin/python3 cannot import optuna (apt-get install python3-optuna)")
+		args = append(args, "--nb201-baselines=false", "--train20-baselines=false")
+		t.Log("no nb201 and train20 baselines: /usr/bin/python3 cannot import optuna (apt-get install python3-optuna)")
+	}
+	torch := exec.Command("/usr/bin/python3", "-c", "import torch, sklearn").Run() == nil
+	if !torch {
+		args[3] = strings.Join(slices.DeleteFunc(bench.Names(), func(w string) bool { return w == "train20" }), ",")
+		t.Log("no train20 workload: /usr/bin/python3 cannot import torch and sklearn (apt-get install python3-torch python3-sklearn)")
 	}
 	r := evoq(t, 5*time.Minute, args...)
 	if r.code != 0 {
@@ -62,7 +71,8 @@ func TestBenchSmoke(t *testing.T) {
 				StoreMB     float64   `json:"store_mb"`
 				Status      []float64 `json:"status_s"`
 			} `json:"scale"`
-			NB201 *nb201Smoke `json:"nb201"`
+			NB201   *nb201Smoke   `json:"nb201"`
+			Train20 *train20Smoke `json:"train20"`
 		} `json:"workloads"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &rep); err != nil {
@@ -97,6 +107,8 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		case "nb201":
 			checkNB201Smoke(t, row.NB201, optuna)
+		case "train20":
+			checkTrain20Smoke(t, row.Train20, optuna)
 		case "memory":
 			if row.Memory == nil || row.Memory.RSSFirstMB <= 0 || row.Memory.RSSEndMB <= 0 {
 				t.Errorf("memory: %+v", row.Memory)
@@ -107,7 +119,10 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201"} {
+	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201", "train20"} {
+		if w == "train20" && !torch {
+			continue
+		}
 		if !got[w] {
 			t.Errorf("no %s workload in the report", w)
 		}
@@ -158,6 +173,45 @@ func checkNB201Smoke(t *testing.T, n *nb201Smoke, optuna bool) {
 			if len(row) != 2 || row[0] <= 0 || row[1] <= 0 || max(row[0], row[1]) > n.Optimum || (tb.Noise == 0 && row[1] < row[0]) {
 				t.Errorf("nb201 noise %g %s: best %v, want two accuracies at most %v (without noise, the second no lower)", tb.Noise, s.Name, row, n.Optimum)
 			}
+		}
+	}
+}
+
+// train20Smoke is what the smoke test reads of the train20 workload's
+// figures.
+type train20Smoke struct {
+	Seeds []struct {
+		Full struct {
+			OK    int     `json:"ok"`
+			Best  float64 `json:"best"`
+			SlotS float64 `json:"slot_s"`
+		} `json:"full"`
+		Runs []struct {
+			Rule  string  `json:"rule"`
+			Best  float64 `json:"best"`
+			SlotS float64 `json:"slot_s"`
+		} `json:"runs"`
+	} `json:"seeds"`
+}
+
+// checkTrain20Smoke checks the train20 workload's smoke figures: one seed
+// whose full run found an accuracy above guessing (1 in 20), and the asha
+// and median runs and, where Optuna is installed, its three studies, each
+// with an accuracy and slot-seconds spent.
+func checkTrain20Smoke(t *testing.T, tr *train20Smoke, optuna bool) {
+	t.Helper()
+	if tr == nil || len(tr.Seeds) != 1 {
+		t.Errorf("train20: figures %+v, want one seed", tr)
+		return
+	}
+	sd := tr.Seeds[0]
+	want := map[bool]int{true: 5, false: 2}[optuna]
+	if sd.Full.OK == 0 || sd.Full.Best <= 0.05 || sd.Full.Best > 1 || sd.Full.SlotS <= 0 || len(sd.Runs) != want {
+		t.Errorf("train20: full run %+v, %d runs beside it (want %d)", sd.Full, len(sd.Runs), want)
+	}
+	for _, r := range sd.Runs {
+		if r.Best <= 0 || r.Best > 1 || r.SlotS <= 0 {
+			t.Errorf("train20 %s: %+v", r.Rule, r)
 		}
 	}
 }
