@@ -208,7 +208,7 @@ func (r *runner) fidelitySeed(ctx context.Context, s FidelitySettings, seed int)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	fs := &FidelitySeed{Seed: seed, Full: runFigures(s, ruleNone, full, fullSpans)}
+	fs := &FidelitySeed{Seed: seed, Full: runFigures(ruleNone, s.budget(ruleNone), full, fullSpans)}
 	if t, ok := firstReached(fullSpans, fs.Full.Best); ok && fs.Full.SlotS > 0 {
 		fs.FullBestShare = sig4(slotSecondsAt(fullSpans, t) / fs.Full.SlotS)
 	}
@@ -220,7 +220,7 @@ func (r *runner) fidelitySeed(ctx context.Context, s FidelitySettings, seed int)
 			return nil, nil, 0, err
 		}
 		fr := compare(spans, fs.Full.Best, fs.Full.SlotS)
-		fr.FidelityRun = runFigures(s, rule, p, spans)
+		fr.FidelityRun = runFigures(rule, s.budget(rule), p, spans)
 		fs.Rules = append(fs.Rules, fr)
 		if rule == schema.RuleASHA {
 			answers = rungAnswers(p.stderr)
@@ -245,9 +245,11 @@ func (r *runner) fidelityRun(ctx context.Context, s FidelitySettings, seed int, 
 	return p, spans, nil
 }
 
-func runFigures(s FidelitySettings, rule string, p *evoqProc, spans []span) FidelityRun {
+// runFigures are an evoq run's own figures, under rule with a budget of
+// designs.
+func runFigures(rule string, budget int, p *evoqProc, spans []span) FidelityRun {
 	best, _ := bestUntil(spans, math.Inf(1))
-	return FidelityRun{Rule: rule, Budget: s.budget(rule), OK: p.sum.OK, Stopped: p.sum.Stopped, Best: best,
+	return FidelityRun{Rule: rule, Budget: budget, OK: p.sum.OK, Stopped: p.sum.Stopped, Best: best,
 		SlotS: sig4(slotSecondsAt(spans, math.Inf(1))), WallS: sig4(p.wall.Seconds()), CPUShare: p.cpuShare()}
 }
 

@@ -234,7 +234,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		return nil, err
 	}
 	fullSpans := spansOf(fullRes.results, fullRes.verdicts)
-	ts := &Train20Seed{Seed: seed, Full: train20Figures(s, ruleNone, fullP, fullSpans)}
+	ts := &Train20Seed{Seed: seed, Full: runFigures(ruleNone, s.budget(ruleNone), fullP, fullSpans)}
 	if t, ok := firstReached(fullSpans, ts.Full.Best); ok && ts.Full.SlotS > 0 {
 		ts.FullBestShare = sig4(slotSecondsAt(fullSpans, t) / ts.Full.SlotS)
 	}
@@ -245,7 +245,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		}
 		spans := spansOf(res.results, res.verdicts)
 		fr := compare(spans, ts.Full.Best, ts.Full.SlotS)
-		fr.FidelityRun = train20Figures(s, rule, p, spans)
+		fr.FidelityRun = runFigures(rule, s.budget(rule), p, spans)
 		ts.Runs = append(ts.Runs, fr)
 	}
 	p, res, err := r.train20Run(ctx, s, f, seed, ruleNone, true)
@@ -294,12 +294,6 @@ func (r *runner) train20Run(ctx context.Context, s Train20Settings, f train20Fil
 		return nil, nil, fmt.Errorf("%s run: %w", name, err)
 	}
 	return p, &runResults{results: results, verdicts: verdicts}, nil
-}
-
-func train20Figures(s Train20Settings, rule string, p *evoqProc, spans []span) FidelityRun {
-	best, _ := bestUntil(spans, math.Inf(1))
-	return FidelityRun{Rule: rule, Budget: s.budget(rule), OK: p.sum.OK, Stopped: p.sum.Stopped, Best: best,
-		SlotS: sig4(slotSecondsAt(spans, math.Inf(1))), WallS: sig4(p.wall.Seconds()), CPUShare: p.cpuShare()}
 }
 
 // study is one Optuna study's figures and spans.
