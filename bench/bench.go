@@ -167,6 +167,9 @@ func (c Config) validate() error {
 			return &ConfigError{Field: "DaskScript", Value: c.DaskScript, Reason: err.Error()}
 		}
 	}
+	if err := validateTrain20Args(c.Train20Args); err != nil {
+		return err
+	}
 	if c.Against != "" {
 		return c.validateAgainst()
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -453,6 +454,25 @@ func (t *Train20) judge() {
 		t.VsOptunaMet = asha.BestAtEqual >= pruned.BestAtEqual
 	}
 	t.Met = t.EqualMet && t.VsOptunaMet && t.ReachMet
+}
+
+// train20Owned are the `evoq run` flags the train20 workload sets itself:
+// in Train20Args one would override what the comparison holds equal (the
+// budgets, the slots) or what it varies (the rule, --inherit).
+var train20Owned = []string{"run", "seed", "config", "eval-cmd", "persistent", "slots", "workers", "wait-slots",
+	"budget", "early-stop", "min-step", "max-step", "eta", "inherit", "dir", "listen", "json", "eval-logs"}
+
+// validateTrain20Args refuses Train20Args that name a flag the workload
+// sets itself.
+func validateTrain20Args(args []string) error {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && slices.Contains(train20Owned, name) {
+			return &ConfigError{Field: "Train20Args", Value: a, Reason: "the train20 workload sets --" + name +
+				" itself, the same for every run it compares; pass search settings only (such as --pool, --tournament)"}
+		}
+	}
+	return nil
 }
 
 // prepareTrain20 checks that the Python imports what the workload's

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"slices"
 	"strings"
@@ -55,6 +56,14 @@ func TestTrain20Args(t *testing.T) {
 	}
 	if !slices.Equal(full[len(full)-2:], []string{"--pool", "12"}) {
 		t.Errorf("extra flags not last: %v", full)
+	}
+	for _, bad := range [][]string{{"--budget", "9"}, {"--inherit"}, {"-early-stop=asha"}, {"--pool", "4", "--slots=4"}} {
+		if err := validateTrain20Args(bad); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Train20Args") {
+			t.Errorf("Train20Args %v: %v, want refused", bad, err)
+		}
+	}
+	if err := validateTrain20Args([]string{"--pool", "12", "--tournament=3"}); err != nil {
+		t.Errorf("search settings refused: %v", err)
 	}
 	if smoke := train20Settings(Config{Smoke: true, Seeds: 2}); smoke.Seeds != 2 || smoke.Epochs >= s.Epochs || smoke.MinStep >= smoke.Epochs {
 		t.Errorf("smoke settings %+v", smoke)

@@ -112,7 +112,8 @@ func benchFlagErr(err error) error {
 	}
 	flag := map[string]string{"Workloads": "--workload", "Python": "--python", "DaskScript": "--dask-script",
 		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper", "Loop": "--loop",
-		"Against": "--against", "Rounds": "--rounds", "Repo": "--repo", "VsDask": "--vs-dask"}[ce.Field]
+		"Against": "--against", "Rounds": "--rounds", "Repo": "--repo", "VsDask": "--vs-dask",
+		"Train20Args": "--train20-args"}[ce.Field]
 	if flag == "" {
 		return err
 	}
