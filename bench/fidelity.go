@@ -325,6 +325,9 @@ type span struct {
 	start, stop float64
 	ok          bool
 	fitness     float64
+	// epochs is the training it bought, its epochs metric; 0 for an
+	// evaluator that reports none.
+	epochs int
 }
 
 // spansOf turns a run's results, in stream order with the counting rule's
@@ -351,7 +354,8 @@ func spansOf(results []*schema.Result, verdicts []runstate.Verdict) []span {
 			continue
 		}
 		out = append(out, span{start: r.Start.Sub(origin).Seconds(), stop: r.Stop.Sub(origin).Seconds(),
-			ok: verdicts[i] == runstate.Counted && r.Status == schema.StatusOK, fitness: r.Fitness})
+			ok: verdicts[i] == runstate.Counted && r.Status == schema.StatusOK, fitness: r.Fitness,
+			epochs: metricInt(r.Metrics["epochs"])})
 	}
 	return out
 }

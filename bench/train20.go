@@ -171,6 +171,54 @@ type Train20Seed struct {
 	// studies', each beside Full.
 	Runs    []*FidelityRule `json:"runs"`
 	Inherit *InheritSeed    `json:"inherit"`
+	// FullEpochs is the epochs the full run trained, and Epochs each of
+	// Runs measured in epochs instead of slot-seconds.
+	FullEpochs int            `json:"full_epochs"`
+	Epochs     []*EpochFigure `json:"epochs"`
+}
+
+// EpochFigure is a run beside the full run in epochs trained, which a
+// machine's load does not change as it changes slot-seconds: its results
+// in the order they ended (a study's trials in order), their epochs
+// summed. Not judged; the targets are in slot-seconds.
+type EpochFigure struct {
+	Rule   string `json:"rule"`
+	Epochs int    `json:"epochs"`
+	// BestAtEqual is its best ok fitness among the results that ended
+	// before its epochs passed the full run's, Delta that minus the full
+	// run's best; ReachedShare the share of the full run's epochs it had
+	// trained by its first ok result at least as good, if Reached.
+	BestAtEqual  float64 `json:"best_at_equal"`
+	Delta        float64 `json:"delta"`
+	Reached      bool    `json:"reached"`
+	ReachedShare float64 `json:"reached_share"`
+}
+
+// atEqualEpochs measures spans against the full run's best and epochs.
+func atEqualEpochs(rule string, spans []span, fullBest float64, fullEpochs int) *EpochFigure {
+	e := &EpochFigure{Rule: rule}
+	sorted := slices.Clone(spans)
+	slices.SortStableFunc(sorted, func(a, b span) int { return cmpFloat(a.stop, b.stop) })
+	for _, s := range sorted {
+		e.Epochs += s.epochs
+		if s.ok && e.Epochs <= fullEpochs && s.fitness > e.BestAtEqual {
+			e.BestAtEqual = s.fitness
+		}
+		if s.ok && s.fitness >= fullBest && !e.Reached && fullEpochs > 0 {
+			e.Reached, e.ReachedShare = true, sig4(float64(e.Epochs)/float64(fullEpochs))
+		}
+	}
+	e.Delta = e.BestAtEqual - fullBest
+	return e
+}
+
+// spanEpochs is the epochs of all the spans.
+func spanEpochs(spans []span) int {
+	n := 0
+	for _, s := range spans {
+		n += s.epochs
+	}
+	return n
 }
 
 // runTrain20 runs the train20 workload.
@@ -235,7 +283,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		return nil, err
 	}
 	fullSpans := spansOf(fullRes.results, fullRes.verdicts)
-	ts := &Train20Seed{Seed: seed, Full: runFigures(ruleNone, s.budget(ruleNone), fullP, fullSpans)}
+	ts := &Train20Seed{Seed: seed, Full: runFigures(ruleNone, s.budget(ruleNone), fullP, fullSpans), FullEpochs: spanEpochs(fullSpans)}
 	if t, ok := firstReached(fullSpans, ts.Full.Best); ok && ts.Full.SlotS > 0 {
 		ts.FullBestShare = sig4(slotSecondsAt(fullSpans, t) / ts.Full.SlotS)
 	}
@@ -248,6 +296,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		fr := compare(spans, ts.Full.Best, ts.Full.SlotS)
 		fr.FidelityRun = runFigures(rule, s.budget(rule), p, spans)
 		ts.Runs = append(ts.Runs, fr)
+		ts.Epochs = append(ts.Epochs, atEqualEpochs(rule, spans, ts.Full.Best, ts.FullEpochs))
 	}
 	p, res, err := r.train20Run(ctx, s, f, seed, ruleNone, true)
 	if err != nil {
@@ -256,6 +305,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 	scratch, _ := inheritFigures(modeScratch, fullP, fullRes.results, fullRes.verdicts)
 	inherit, spans := inheritFigures(modeInherit, p, res.results, res.verdicts)
 	ts.Inherit = compareInherit(seed, scratch, inherit, spans)
+	ts.Epochs = append(ts.Epochs, atEqualEpochs(modeInherit, spans, ts.Full.Best, ts.FullEpochs))
 	if !s.Baselines {
 		return ts, nil
 	}
@@ -267,6 +317,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		fr := compare(st.spans, ts.Full.Best, ts.Full.SlotS)
 		fr.FidelityRun = st.run
 		ts.Runs = append(ts.Runs, fr)
+		ts.Epochs = append(ts.Epochs, atEqualEpochs(st.run.Rule, st.spans, ts.Full.Best, ts.FullEpochs))
 	}
 	return ts, nil
 }
@@ -394,7 +445,7 @@ func trialSpans(startup float64, trials []train20Trial) []span {
 		out = append(out, span{start: 0, stop: at})
 	}
 	for _, t := range trials {
-		out = append(out, span{start: at, stop: at + t.Seconds, ok: t.State == "complete", fitness: t.Value})
+		out = append(out, span{start: at, stop: at + t.Seconds, ok: t.State == "complete", fitness: t.Value, epochs: t.Epochs})
 		at += t.Seconds
 	}
 	return out
@@ -533,6 +584,7 @@ func (t *Train20) Print(out io.Writer, smoke bool) {
 		}
 		fmt.Fprintln(out)
 	}
+	t.printEpochs(out)
 	t.printInherit(out)
 	fmt.Fprintf(out, "  largest CPU share of a run: %g of the machine\n", t.CPUShareMax)
 	if smoke {
@@ -547,6 +599,34 @@ func (t *Train20) Print(out io.Writer, smoke bool) {
 			train20Name(t.BestPruner), verdictText(t.VsOptunaMet))
 	}
 	fmt.Fprintf(out, "  (c) asha reaches full training's best in <= %g%% of its slot-seconds (median): %s\n", train20ReachShare*100, verdictText(t.ReachMet))
+}
+
+// printEpochs prints each run beside the full run in epochs trained, and
+// the medians over the seeds: a check on the slot-seconds, which a busy
+// machine inflates unevenly from run to run.
+func (t *Train20) printEpochs(out io.Writer) {
+	if len(t.Seeds) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "  in epochs trained (results in the order they ended; not judged): best at the full run's epochs, and the share of them to reach its best")
+	for i, e0 := range t.Seeds[0].Epochs {
+		var atEqual, delta, shares []float64
+		reached := 0
+		for _, ts := range t.Seeds {
+			e := ts.Epochs[i]
+			share := math.Inf(1)
+			if e.Reached {
+				share, reached = e.ReachedShare, reached+1
+			}
+			atEqual, delta, shares = append(atEqual, e.BestAtEqual), append(delta, e.Delta), append(shares, share)
+		}
+		share := "median not reached"
+		if m := median(shares); !math.IsInf(m, 1) {
+			share = "median " + pct(m)
+		}
+		fmt.Fprintf(out, "    %s: best %.4f (median difference %+.4f); reached in %d of %d seeds, %s\n",
+			train20Name(e0.Rule), median(atEqual), median(delta), reached, len(t.Seeds), share)
+	}
 }
 
 // printInherit prints --inherit against the full run, from scratch.

@@ -18,7 +18,7 @@ func TestTrialSpans(t *testing.T) {
 	t.Parallel()
 	got := trialSpans(2, []train20Trial{{State: "complete", Value: 0.5, Seconds: 1},
 		{State: "pruned", Value: 0.7, Seconds: 0.25}, {State: "complete", Value: 0.6, Seconds: 3}})
-	want := []span{{0, 2, false, 0}, {2, 3, true, 0.5}, {3, 3.25, false, 0.7}, {3.25, 6.25, true, 0.6}}
+	want := []span{{0, 2, false, 0, 0}, {2, 3, true, 0.5, 0}, {3, 3.25, false, 0.7, 0}, {3.25, 6.25, true, 0.6, 0}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("spans %+v, want %+v", got, want)
 	}
@@ -27,6 +27,37 @@ func TestTrialSpans(t *testing.T) {
 	}
 	if got := trialSpans(0, []train20Trial{{State: "complete", Value: 0.5, Seconds: 1}}); len(got) != 1 || got[0].start != 0 {
 		t.Errorf("no start: spans %+v", got)
+	}
+}
+
+// In epochs, results count in the order they ended, up to the full
+// run's epochs; a stopped design's epochs count, its fitness does not.
+func TestAtEqualEpochs(t *testing.T) {
+	t.Parallel()
+	spans := []span{{start: 0, stop: 5, ok: true, fitness: 0.7, epochs: 30}, {start: 0, stop: 1, fitness: 0.9, epochs: 3},
+		{start: 1, stop: 2, ok: true, fitness: 0.6, epochs: 30}, {start: 5, stop: 9, ok: true, fitness: 0.8, epochs: 30}}
+	tests := []struct {
+		name     string
+		fullBest float64
+		epochs   int
+		want     EpochFigure
+	}{
+		{"all within", 0.7, 93, EpochFigure{Epochs: 93, BestAtEqual: 0.8, Reached: true, ReachedShare: sig4(63.0 / 93)}},
+		{"cut before the last", 0.7, 90, EpochFigure{Epochs: 93, BestAtEqual: 0.7, Reached: true, ReachedShare: 0.7}},
+		{"reached past the cut", 0.8, 63, EpochFigure{Epochs: 93, BestAtEqual: 0.7, Reached: true, ReachedShare: sig4(93.0 / 63)}},
+		{"never reached", 0.85, 63, EpochFigure{Epochs: 93, BestAtEqual: 0.7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := atEqualEpochs("asha", spans, tt.fullBest, tt.epochs)
+			tt.want.Rule, tt.want.Delta = "asha", tt.want.BestAtEqual-tt.fullBest
+			if *got != tt.want {
+				t.Fatalf("%+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+	if spanEpochs(spans) != 93 {
+		t.Errorf("spanEpochs %d", spanEpochs(spans))
 	}
 }
 
@@ -158,6 +189,15 @@ func TestTrain20Smoke(t *testing.T) {
 		}
 		if r.OK == 0 || r.Best <= 0 || r.DesignsAtEqual == 0 || (r.Reached && r.Best < ts.Full.Best) {
 			t.Errorf("%s run %+v", r.Rule, r)
+		}
+	}
+	if ts.FullEpochs != s.Budget*s.Epochs || len(ts.Epochs) != len(ts.Runs)+1 {
+		t.Errorf("full run trained %d epochs, want %d; %d epoch figures for %d runs and --inherit", ts.FullEpochs,
+			s.Budget*s.Epochs, len(ts.Epochs), len(ts.Runs))
+	}
+	for _, e := range ts.Epochs {
+		if e.Epochs <= 0 || e.BestAtEqual <= 0 {
+			t.Errorf("in epochs %+v", e)
 		}
 	}
 	in := ts.Inherit
