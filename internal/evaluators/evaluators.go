@@ -75,6 +75,12 @@ type Sim struct {
 	// design, and expected of its parent's; 0 writes none, and a negative
 	// size fails every design. Defaults to 0.
 	Checkpoint int64
+	// Progress makes Sim with Curve on save its step to the task's
+	// ProgressOut after each step but the last, and resume a task handed
+	// ProgressIn from the step saved there: its reports, and its fitness,
+	// are those of an uninterrupted training, and only the steps after
+	// the saved one take time. Defaults to off.
+	Progress bool
 }
 
 // SimSigma is the sigma of the lognormal evaluation time of Sim.
@@ -86,6 +92,10 @@ func (Sim) Name() string { return "sim" }
 // NoCheckpoints implements worker.NoCheckpoints: Sim writes one only
 // with Checkpoint set.
 func (s Sim) NoCheckpoints() bool { return s.Checkpoint == 0 }
+
+// SavesProgress implements worker.SavesProgress: Sim saves progress with
+// Progress and Curve on.
+func (s Sim) SavesProgress() bool { return s.Progress && s.Curve }
 
 // Evaluate implements worker.Evaluator.
 func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
