@@ -67,6 +67,10 @@ type SimEvaluator struct {
 	// (Curve on), and resume from the step an interrupted attempt saved.
 	// A run recorded before the field existed has it off: no progress.
 	Progress bool `msgpack:"progress,omitempty" json:"progress,omitempty"`
+	// FixedTime draws a design's time from its ID alone, the same for
+	// every attempt; off (and in a run recorded before the field
+	// existed), each attempt draws its own.
+	FixedTime bool `msgpack:"fixed_time,omitempty" json:"fixed_time,omitempty"`
 }
 
 // Validate checks every field of e.
@@ -163,6 +167,9 @@ func (s *SimEvaluator) settings() []string {
 	}
 	if s.Progress {
 		parts = append(parts, "--sim-progress")
+	}
+	if s.FixedTime {
+		parts = append(parts, "--sim-fixed-time")
 	}
 	return parts
 }

@@ -509,6 +509,7 @@ type evalFlags struct {
 	simMean, simFail       float64
 	simSigma               float64
 	simCurve, simProgress  bool
+	simFixedTime           bool
 	simSteps               int
 	simCheckpoint          string
 	simCheckpointBytes     int64 // resolved by validate
@@ -519,7 +520,7 @@ type evalFlags struct {
 
 // evalFlagNames are the flags of evalFlags.
 var evalFlagNames = []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "stop-grace",
-	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "sim-progress", "nb201-noise"}
+	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "sim-progress", "sim-fixed-time", "nb201-noise"}
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
 	e.fs = fs
@@ -532,6 +533,7 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
 	fs.IntVar(&e.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
 	fs.BoolVar(&e.simProgress, "sim-progress", false, "sim with --sim-curve: save the design's step after each step, and resume an interrupted design (the walltime, a worker lost) from its last saved step, as a trainer that saves progress checkpoints does")
+	fs.BoolVar(&e.simFixedTime, "sim-fixed-time", false, "sim: draw each design's time from the design alone, so that every attempt of it takes as long, as a real training does (default: each attempt draws its own)")
 	fs.DurationVar(&e.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
 	fs.DurationVar(&e.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
 	fs.Float64Var(&e.nb201Noise, "nb201-noise", 0, "nb201: standard deviation, in accuracy points, of normal noise added to each evaluation, so that the same cell evaluated twice differs as two trainings would (0: none)")
@@ -658,7 +660,7 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 		return nil
 	}
 	s := schema.SimEvaluator{Mean: time.Duration(e.simMean * float64(time.Second)), Sigma: e.simSigma, Fail: e.simFail,
-		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes, Progress: e.simProgress}
+		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes, Progress: e.simProgress, FixedTime: e.simFixedTime}
 	if rec == nil {
 		return &s
 	}
@@ -666,7 +668,8 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 	for name, take := range map[string]func(){
 		"sim-mean": func() { out.Mean = s.Mean }, "sim-sigma": func() { out.Sigma = s.Sigma }, "sim-fail": func() { out.Fail = s.Fail },
 		"sim-curve": func() { out.Curve = s.Curve }, "sim-steps": func() { out.Steps = s.Steps },
-		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }, "sim-progress": func() { out.Progress = s.Progress }} {
+		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }, "sim-progress": func() { out.Progress = s.Progress },
+		"sim-fixed-time": func() { out.FixedTime = s.FixedTime }} {
 		if set(name) {
 			take()
 		}
@@ -710,7 +713,7 @@ func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, er
 	case schema.EvaluatorSim:
 		s := spec.Sim
 		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint,
-			Progress: s.Progress}, nil
+			Progress: s.Progress, FixedTime: s.FixedTime}, nil
 	case schema.EvaluatorNoop:
 		return evaluators.Noop{}, nil
 	case schema.EvaluatorZDT1, schema.EvaluatorZDT2:

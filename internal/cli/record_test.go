@@ -31,8 +31,8 @@ var recordedFlags = map[string]string{
 	"eval-timeout": "evaluator.timeout_ns", "stop-grace": "evaluator.stop_grace_ns",
 	"sim-mean": "evaluator.sim.mean_ns", "sim-sigma": "evaluator.sim.sigma", "sim-fail": "evaluator.sim.fail",
 	"sim-curve": "evaluator.sim.curve", "sim-steps": "evaluator.sim.steps", "sim-checkpoint": "evaluator.sim.checkpoint",
-	"sim-progress": "evaluator.sim.progress",
-	"nb201-noise":  "evaluator.nb201.noise",
+	"sim-progress": "evaluator.sim.progress", "sim-fixed-time": "evaluator.sim.fixed_time",
+	"nb201-noise": "evaluator.nb201.noise",
 }
 
 // processFlags are the flags that belong to one process, each with why it

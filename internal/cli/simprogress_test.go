@@ -47,6 +47,7 @@ func TestSimProgressFlag(t *testing.T) {
 		err      string
 	}{
 		{"new run", nil, []string{"--evaluator", "sim", "--sim-curve", "--sim-progress"}, true, ""},
+		{"new run, fixed times", nil, []string{"--evaluator", "sim", "--sim-curve", "--sim-progress", "--sim-fixed-time"}, true, ""},
 		{"new run without", nil, []string{"--evaluator", "sim", "--sim-curve"}, false, ""},
 		{"new run without a curve", nil, []string{"--evaluator", "sim", "--sim-progress"}, false, "--sim-progress needs --sim-curve"},
 		{"restart keeps it", &withProgress, nil, true, ""},
@@ -62,7 +63,8 @@ func TestSimProgressFlag(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case s.Sim.Progress != tc.progress || slices.Contains(s.Settings(), "--sim-progress") != tc.progress:
+		case s.Sim.Progress != tc.progress || slices.Contains(s.Settings(), "--sim-progress") != tc.progress ||
+			s.Sim.FixedTime != slices.Contains(tc.args, "--sim-fixed-time"):
 			t.Errorf("%s: progress %v, settings %v; want progress %v", tc.name, s.Sim.Progress, s.Settings(), tc.progress)
 		}
 	}

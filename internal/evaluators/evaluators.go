@@ -81,6 +81,12 @@ type Sim struct {
 	// are those of an uninterrupted training, and only the steps after
 	// the saved one take time. Defaults to off.
 	Progress bool
+	// FixedTime draws a design's time, and whether it is infeasible, from
+	// its ID alone, so that every attempt of it trains as long, as a real
+	// training does: an interrupted design trained again from scratch
+	// takes its whole time again. Off, each attempt draws its own.
+	// Defaults to off.
+	FixedTime bool
 }
 
 // SimSigma is the sigma of the lognormal evaluation time of Sim.
@@ -174,9 +180,14 @@ func (s Sim) finish(t worker.Task, out worker.Outcome, inherit map[string]any) w
 }
 
 // Draw is what Evaluate does with t: take d to evaluate it, or find it
-// infeasible at once. It depends on the design's ID and the attempt alone.
+// infeasible at once. It depends on the design's ID and the attempt alone,
+// and with FixedTime on the ID alone.
 func (s Sim) Draw(t worker.Task) (d time.Duration, infeasible bool) {
-	r := rand.New(rand.NewPCG(hash64(t.Design.ID), uint64(t.Attempt)))
+	attempt := uint64(t.Attempt)
+	if s.FixedTime {
+		attempt = 0 // no attempt is 0: a stream of the design's own
+	}
+	r := rand.New(rand.NewPCG(hash64(t.Design.ID), attempt))
 	if r.Float64() < s.Fail {
 		return 0, true
 	}

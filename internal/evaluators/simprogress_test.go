@@ -111,3 +111,30 @@ func TestSimProgressUnusable(t *testing.T) {
 		})
 	}
 }
+
+// With FixedTime every attempt of a design draws the same time and the
+// same feasibility; without, the attempts draw their own.
+func TestSimFixedTime(t *testing.T) {
+	t.Parallel()
+	differ := 0
+	for seq := uint64(1); seq <= 20; seq++ {
+		d := newDesign(t, "fixed", seq, map[string]any{"lr": 0.01})
+		draw := func(s Sim, attempt int) (time.Duration, bool) {
+			return s.Draw(worker.Task{Design: d, Attempt: attempt})
+		}
+		fixed := Sim{Mean: time.Second, Fail: 0.3, FixedTime: true}
+		t1, inf1 := draw(fixed, 1)
+		for a := 2; a <= 4; a++ {
+			if ta, infa := draw(fixed, a); ta != t1 || infa != inf1 {
+				t.Errorf("%s attempt %d: %s %v, attempt 1 %s %v; want the same", d.ID, a, ta, infa, t1, inf1)
+			}
+		}
+		free := Sim{Mean: time.Second, Fail: 0.3}
+		if a, _ := draw(free, 1); a != func() time.Duration { b, _ := draw(free, 2); return b }() {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("without FixedTime, no design drew another time for attempt 2")
+	}
+}
