@@ -39,6 +39,10 @@ type PreemptSettings struct {
 	// Init and Pool are the search's --init and --pool.
 	Init int `json:"init"`
 	Pool int `json:"pool"`
+	// MaxDeliver is the run's --max-deliver: every hand-back at a
+	// walltime is a delivery, and a design longer than one walltime needs
+	// several, with progress too.
+	MaxDeliver int `json:"max_deliver"`
 	// WalltimeS is each worker process's --walltime, MarginS its
 	// --walltime-margin and MinEvalS its --min-eval-time.
 	WalltimeS float64 `json:"walltime_s"`
@@ -63,7 +67,7 @@ var preemptModes = []string{modeProgress, modeNoProg}
 // design in ten longer than 9 s, so a worker that takes a design with
 // the time left for a typical one is often cut in the middle of it.
 func preemptSettings(smoke bool, seeds int) PreemptSettings {
-	s := PreemptSettings{Slots: 8, Workers: 2, SimMeanS: 4, Steps: 27, Budget: 100, Init: 20, Pool: 10,
+	s := PreemptSettings{Slots: 8, Workers: 2, SimMeanS: 4, Steps: 27, Budget: 100, Init: 20, Pool: 10, MaxDeliver: 10,
 		WalltimeS: 15, MarginS: 3, MinEvalS: 2, Seeds: 3}
 	if smoke {
 		s.Slots, s.SimMeanS, s.Steps, s.Budget, s.Init, s.Pool = 4, 1.5, 9, 16, 8, 4
@@ -88,7 +92,8 @@ func (s PreemptSettings) controllerArgs(url string, seed int, mode string) []str
 	args := []string{"controller", "--nats", url, "--run", preemptRunID(seed), "--seed", strconv.Itoa(seed),
 		"--evaluator", "sim", "--sim-curve", "--sim-steps", strconv.Itoa(s.Steps), "--sim-fixed-time",
 		"--sim-mean", strconv.FormatFloat(s.SimMeanS, 'g', -1, 64),
-		"--budget", strconv.Itoa(s.Budget), "--init", strconv.Itoa(s.Init), "--pool", strconv.Itoa(s.Pool), "--expect-slots", strconv.Itoa(s.Slots), "--json", "--log-level", "warn"}
+		"--budget", strconv.Itoa(s.Budget), "--init", strconv.Itoa(s.Init), "--pool", strconv.Itoa(s.Pool),
+		"--max-deliver", strconv.Itoa(s.MaxDeliver), "--expect-slots", strconv.Itoa(s.Slots), "--json", "--log-level", "warn"}
 	if mode == modeProgress {
 		args = append(args, "--sim-progress")
 	}

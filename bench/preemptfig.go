@@ -73,10 +73,14 @@ type PreemptRun struct {
 	Scratch  int     `json:"retrained"`
 	ScratchS float64 `json:"retrained_slot_s"`
 	// LostS is the slot-seconds of interrupted training that no later
-	// attempt kept: ScratchS, and each resumed attempt's predecessor's
-	// time after the step it resumed from.
-	LostS   float64                   `json:"lost_slot_s"`
-	Summary *runstate.ProgressSummary `json:"summary_progress,omitempty"`
+	// attempt kept: ScratchS, each resumed attempt's predecessor's time
+	// after the step it resumed from, and the training of designs that
+	// never finished.
+	LostS float64 `json:"lost_slot_s"`
+	// Unfinished is the designs that ended lost: every delivery the run
+	// allows (--max-deliver) was interrupted.
+	Unfinished int                       `json:"unfinished"`
+	Summary    *runstate.ProgressSummary `json:"summary_progress,omitempty"`
 }
 
 // attemptKey names one attempt of a design.
@@ -103,6 +107,9 @@ func preemptFigures(s PreemptSettings, mode string, rec *preemptRecord, lives []
 	final := map[string]*schema.Result{} // design -> its counted result
 	var finish time.Time
 	for i, r := range rec.results {
+		if r != nil && r.Status == schema.StatusLost && rec.verdicts[i] == runstate.Counted {
+			run.Unfinished++
+		}
 		if r == nil || r.Start.IsZero() || r.Stop.Before(r.Start) || rec.verdicts[i] == runstate.Malformed || rec.verdicts[i] == runstate.Foreign {
 			continue
 		}
@@ -158,14 +165,17 @@ func (run *PreemptRun) interrupted(s PreemptSettings, res *schema.Result, chain 
 		span := end.Sub(start).Seconds()
 		run.Interrupted++
 		run.InterruptedS += span
+		run.SlotS += span
 		next := nextResume(chain[i+1:], res)
 		if t, ok := a.steps[next]; next > 0 && ok {
 			run.LostS += max(end.Sub(t).Seconds(), 0)
 			continue
 		}
 		run.LostS += span
-		run.ScratchS += span
-		retrained = true
+		if i < len(chain)-1 || res != nil { // a later attempt started over
+			run.ScratchS += span
+			retrained = true
+		}
 	}
 	if retrained {
 		run.Scratch++
@@ -276,7 +286,8 @@ func (p *Preempt) summarize() {
 			ResumedS:     med(func(r *PreemptRun) float64 { return r.ResumedS }),
 			Scratch:      int(math.Round(med(func(r *PreemptRun) float64 { return float64(r.Scratch) }))),
 			ScratchS:     med(func(r *PreemptRun) float64 { return r.ScratchS }),
-			LostS:        med(func(r *PreemptRun) float64 { return r.LostS })})
+			LostS:        med(func(r *PreemptRun) float64 { return r.LostS }),
+			Unfinished:   int(math.Round(med(func(r *PreemptRun) float64 { return float64(r.Unfinished) })))})
 	}
 }
 
@@ -284,14 +295,14 @@ func (p *Preempt) summarize() {
 // medians.
 func (p *Preempt) Print(out io.Writer, smoke bool) {
 	s := p.Settings
-	fmt.Fprintf(out, "  evoq controller --evaluator sim --sim-curve --sim-steps %d --sim-mean %g --budget %d [--sim-progress]; "+
+	fmt.Fprintf(out, "  evoq controller --evaluator sim --sim-curve --sim-steps %d --sim-fixed-time --sim-mean %g --budget %d --max-deliver %d [--sim-progress]; "+
 		"%d workers of %d slots, each --walltime %gs --walltime-margin %gs --min-eval-time %gs, started again each time it exits; seeds 1..%d\n",
-		s.Steps, s.SimMeanS, s.Budget, s.Workers, s.Slots/s.Workers, s.WalltimeS, s.MarginS, s.MinEvalS, s.Seeds)
+		s.Steps, s.SimMeanS, s.Budget, s.MaxDeliver, s.Workers, s.Slots/s.Workers, s.WalltimeS, s.MarginS, s.MinEvalS, s.Seeds)
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "  seed\trun\tworker starts\tok\tbest\tslot-s\tinterrupted (slot-s)\theld slot-s\twall s\tresumed (slot-s not repeated)\tretrained from scratch (slot-s)\tlost slot-s\n")
 	row := func(seed string, r *PreemptRun) {
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%.4f\t%g\t%d (%g)\t%g\t%g\t%g\t%d (%g)\t%d (%g)\t%g\n", seed, r.Mode, r.Starts, r.OK, r.Best,
-			r.SlotS, r.Interrupted, r.InterruptedS, r.HeldSlotS, r.FinishS, r.WallS, r.Resumed, r.ResumedS, r.Scratch, r.ScratchS, r.LostS)
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%.4f\t%g\t%d (%g)\t%g\t%g\t%g\t%d (%g)\t%d (%g)\t%g\t%d\n", seed, r.Mode, r.Starts, r.OK, r.Best,
+			r.SlotS, r.Interrupted, r.InterruptedS, r.HeldSlotS, r.FinishS, r.WallS, r.Resumed, r.ResumedS, r.Scratch, r.ScratchS, r.LostS, r.Unfinished)
 	}
 	for _, ps := range p.Seeds {
 		for _, r := range ps.Runs {

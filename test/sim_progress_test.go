@@ -16,7 +16,7 @@ import (
 // as a requeued batch job is, resumes each where it was saved: every
 // result resumed_from > 0 on a later attempt, no resumed attempt reports a
 // step at or before its resume point, the fitness is the curve's end, and
-// the summary counts every design resumed.
+// the summary and evoq status count every design resumed.
 func TestSimProgressResumesAfterWalltime(t *testing.T) {
 	t.Parallel()
 	const run, budget, steps = "simresume", 3, 20
@@ -63,5 +63,9 @@ func TestSimProgressResumesAfterWalltime(t *testing.T) {
 	}
 	if s := lastJSON(t, ctl.stderr.String()); s.Progress == nil || s.Progress.Resumed != budget || s.Progress.FromScratch != 0 {
 		t.Errorf("summary's progress %+v, want %d resumed, none from scratch", s.Progress, budget)
+	}
+	st := evoq(t, 30*time.Second, "status", "--nats", url, "--run", run)
+	if want := fmt.Sprintf("interrupted: %d designs resumed from saved progress", budget); st.code != 0 || !strings.Contains(st.stdout, want) {
+		t.Errorf("evoq status: exit %d, want a line %q:\n%s%s", st.code, want, st.stdout, st.stderr)
 	}
 }
