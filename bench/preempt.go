@@ -41,7 +41,8 @@ type PreemptSettings struct {
 	Pool int `json:"pool"`
 	// MaxDeliver is the run's --max-deliver: every hand-back at a
 	// walltime is a delivery, and a design longer than one walltime needs
-	// several, with progress too.
+	// several, with progress too. Without progress such a design never
+	// finishes: it ends lost after MaxDeliver walltimes.
 	MaxDeliver int `json:"max_deliver"`
 	// WalltimeS is each worker process's --walltime, MarginS its
 	// --walltime-margin and MinEvalS its --min-eval-time.
@@ -67,7 +68,7 @@ var preemptModes = []string{modeProgress, modeNoProg}
 // design in ten longer than 9 s, so a worker that takes a design with
 // the time left for a typical one is often cut in the middle of it.
 func preemptSettings(smoke bool, seeds int) PreemptSettings {
-	s := PreemptSettings{Slots: 8, Workers: 2, SimMeanS: 4, Steps: 27, Budget: 100, Init: 20, Pool: 10, MaxDeliver: 10,
+	s := PreemptSettings{Slots: 8, Workers: 2, SimMeanS: 4, Steps: 27, Budget: 100, Init: 20, Pool: 10, MaxDeliver: 6,
 		WalltimeS: 15, MarginS: 3, MinEvalS: 2, Seeds: 3}
 	if smoke {
 		s.Slots, s.SimMeanS, s.Steps, s.Budget, s.Init, s.Pool = 4, 1.5, 9, 16, 8, 4
@@ -268,7 +269,10 @@ func (q *requeuer) fail(err error) {
 type preemptRecord struct {
 	results  []*schema.Result
 	verdicts []runstate.Verdict
-	reports  []*schema.Report
+	// stored is when each result was stored: a lost design's result has
+	// no evaluation times, yet its storing is what ends the budget.
+	stored  []time.Time
+	reports []*schema.Report
 }
 
 // readPreemptRecord reads run's results and reports from the store in
@@ -285,8 +289,9 @@ func readPreemptRecord(ctx context.Context, dir, run string) (*preemptRecord, er
 	}
 	tally := runstate.NewTally(ri.ID, ri.Budget, runstate.RulesOf(ri.Run))
 	rec := &preemptRecord{}
-	err = rd.Results(ctx, run, func(_ uint64, _ time.Time, res *schema.Result, err error) error {
+	err = rd.Results(ctx, run, func(_ uint64, at time.Time, res *schema.Result, err error) error {
 		rec.results, rec.verdicts = append(rec.results, res), append(rec.verdicts, tally.Judge(res, err))
+		rec.stored = append(rec.stored, at)
 		return nil
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // was not retrained. An interrupted attempt's time runs from its first
 // report less that step's time to its last report plus the next step's,
 // cut at its worker process's exit; the worker processes' held time is cut
-// at the last result.
+// at the last result stored, a lost design's too.
 func TestPreemptFigures(t *testing.T) {
 	t.Parallel()
 	s := PreemptSettings{Steps: 4, SimMeanS: 1, Slots: 2, Workers: 1}
@@ -42,6 +42,7 @@ func TestPreemptFigures(t *testing.T) {
 			{DesignID: "r-3", Design: schema.Design{ID: "r-3"}, Attempt: 10, Status: schema.StatusLost},
 		},
 		verdicts: []runstate.Verdict{runstate.Counted, runstate.Counted, runstate.Counted},
+		stored:   []time.Time{at(8.01), at(10.01), at(12)}, // the lost design's result ends the budget
 		reports: []*schema.Report{
 			rep("r-1", 1, 1, 1, 0), rep("r-1", 1, 2, 2, 0), rep("r-1", 2, 3, 7, 2), rep("r-1", 2, 4, 8, 2),
 			rep("r-2", 1, 1, 3, 0), rep("r-2", 1, 2, 4.9, 0), rep("r-2", 2, 1, 7, 0),
@@ -63,8 +64,8 @@ func TestPreemptFigures(t *testing.T) {
 		{"resumed_s", got.ResumedS, 1.5},
 		{"retrained_slot_s", got.ScratchS, r2},
 		{"lost_slot_s", got.LostS, r1lost + r2 + r3},
-		{"held_slot_s", got.HeldSlotS, 2*5 + 2*(10-5.5)},
-		{"finish_s", got.FinishS, 11},
+		{"held_slot_s", got.HeldSlotS, 2*5 + 2*(12-5.5)},
+		{"finish_s", got.FinishS, 13},
 		{"best", got.Best, 0.7},
 	} {
 		if !near(c.got, c.want) {

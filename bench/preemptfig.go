@@ -53,13 +53,14 @@ type PreemptRun struct {
 	SlotS        float64 `json:"slot_s"`
 	InterruptedS float64 `json:"interrupted_slot_s"`
 	Interrupted  int     `json:"interrupted"`
-	// HeldSlotS is what the worker processes held until the last result
-	// came: their slots times their lives, idle slots too, as a batch
+	// HeldSlotS is what the worker processes held until the budget was
+	// finished: their slots times their lives, idle slots too, as a batch
 	// system bills them.
 	HeldSlotS float64 `json:"held_slot_s"`
-	// FinishS is the time from the controller's start to the stop of the
-	// last result's evaluation: the time to finish the budget. WallS is
-	// to the controller's exit, after its final checkpoint sweep.
+	// FinishS is the time from the controller's start to the storing of
+	// the last counted result, a lost design's too: the time to finish
+	// the budget. WallS is to the controller's exit, after its final
+	// checkpoint sweep.
 	FinishS float64 `json:"finish_s"`
 	WallS   float64 `json:"wall_s"`
 	// Resumed is the counted designs that resumed from saved progress,
@@ -107,13 +108,15 @@ func preemptFigures(s PreemptSettings, mode string, rec *preemptRecord, lives []
 	final := map[string]*schema.Result{} // design -> its counted result
 	var finish time.Time
 	for i, r := range rec.results {
-		if r != nil && r.Status == schema.StatusLost && rec.verdicts[i] == runstate.Counted {
-			run.Unfinished++
+		if r != nil && rec.verdicts[i] == runstate.Counted {
+			finish = runstate.MaxTime(finish, rec.stored[i])
+			if r.Status == schema.StatusLost {
+				run.Unfinished++
+			}
 		}
 		if r == nil || r.Start.IsZero() || r.Stop.Before(r.Start) || rec.verdicts[i] == runstate.Malformed || rec.verdicts[i] == runstate.Foreign {
 			continue
 		}
-		finish = runstate.MaxTime(finish, r.Stop)
 		run.SlotS += r.Stop.Sub(r.Start).Seconds()
 		if rec.verdicts[i] != runstate.Counted {
 			continue
