@@ -23,9 +23,6 @@ func TestPreemptFigures(t *testing.T) {
 	s := PreemptSettings{Steps: 4, SimMeanS: 1, Slots: 2, Workers: 1}
 	t0 := time.Unix(1000, 0)
 	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
-	step := func(design string, attempt int, i int64) float64 {
-		return simStepTime(s, attemptKey{design: design, attempt: attempt}, i).Seconds()
-	}
 	rep := func(design string, attempt int, stepN int64, sec float64, resumed int64) *schema.Report {
 		return &schema.Report{DesignID: design, Attempt: attempt, Step: stepN, Time: at(sec), Worker: "w1", ResumedFrom: resumed}
 	}
@@ -50,10 +47,12 @@ func TestPreemptFigures(t *testing.T) {
 		},
 	}
 	got := preemptFigures(s, modeProgress, rec, lives, at(-1))
-	r1 := (min(2+step("r-1", 1, 2), 5) - (1 - step("r-1", 1, 0)))
-	r1lost := min(2+step("r-1", 1, 2), 5) - 2
-	r2 := 5 - (3 - step("r-2", 1, 0)) // cut at the worker's exit at 5 s
-	r3 := step("r-3", 1, 0) + step("r-3", 1, 1)
+	// Steps of 1 s: r-1's result trained 2 steps in 2 s, r-2's 4 in
+	// 4 s. r-3 reported once and never finished: the mean's share, 0.25 s.
+	r1 := 3 - (1 - 1.0)
+	r1lost := 3 - 2.0
+	r2 := 5 - (3 - 1.0) // cut at the worker's exit at 5 s
+	r3 := 0.25 + 0.25
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 2e-3*math.Max(1, math.Abs(b)) }
 	for _, c := range []struct {
 		name      string

@@ -8,10 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
-	"github.com/evoq/evoq/worker"
 )
 
 // Preempt is the preempt workload's figures.
@@ -35,9 +33,9 @@ type PreemptSeed struct {
 //
 // A slot-second is one second of one slot inside an evaluation (see the
 // fidelity workload). An interrupted attempt stored no result: its time
-// is read from its reports, from its first report less that step's time
-// (the sim evaluator's draw for the attempt) to its last report plus the
-// next step's time or its worker process's exit, whichever is first. An
+// is read from its reports, from its first report less one step's time
+// (stepTime) to its last report plus one step or its worker process's
+// exit, whichever is first. An
 // attempt interrupted before its first report is not seen: it lost less
 // than a step.
 type PreemptRun struct {
@@ -160,11 +158,12 @@ func (run *PreemptRun) held(lives []workerLife, finish time.Time) {
 // chain in attempt order, given its counted result (nil when none).
 func (run *PreemptRun) interrupted(s PreemptSettings, res *schema.Result, chain []*attemptSeen, lives []workerLife) {
 	retrained := false
+	step := stepTime(s, res, chain)
 	for i, a := range chain {
 		if res != nil && a.key.retry == res.Design.Retry && a.key.attempt == res.Attempt {
 			continue // the attempt that ended with the result
 		}
-		start, end := attemptSpan(s, a, lives)
+		start, end := attemptSpan(a, step, lives)
 		span := end.Sub(start).Seconds()
 		run.Interrupted++
 		run.InterruptedS += span
@@ -227,12 +226,11 @@ func attemptsOf(reports []*schema.Report) map[string][]*attemptSeen {
 }
 
 // attemptSpan is an interrupted attempt's time, from its first report
-// less that step's time to its last report plus the next step's time, cut
-// at its worker process's exit.
-func attemptSpan(s PreemptSettings, a *attemptSeen, lives []workerLife) (start, end time.Time) {
-	step := func(i int64) time.Duration { return simStepTime(s, a.key, i) }
-	start = a.steps[a.first].Add(-step(a.first - 1))
-	end = a.steps[a.last].Add(step(a.last))
+// less one step to its last report plus one step, cut at its worker
+// process's exit.
+func attemptSpan(a *attemptSeen, step time.Duration, lives []workerLife) (start, end time.Time) {
+	start = a.steps[a.first].Add(-step)
+	end = a.steps[a.last].Add(step)
 	for _, l := range lives {
 		if l.id == a.worker && !a.steps[a.last].Before(l.start) && !a.steps[a.last].After(l.stop) && l.stop.Before(end) {
 			end = l.stop
@@ -241,16 +239,27 @@ func attemptSpan(s PreemptSettings, a *attemptSeen, lives []workerLife) (start, 
 	return start, end
 }
 
-// simStepTime is the time the sim evaluator spends on step i (from 0) of
-// attempt k: the attempt's draw spread over the steps as it spreads it.
-func simStepTime(s PreemptSettings, k attemptKey, i int64) time.Duration {
-	if i < 0 || i >= int64(s.Steps) {
-		return 0
+// stepTime is the time of one step of a design: every attempt of it
+// trains as long (--sim-fixed-time), in equal steps. It is read from its
+// result, the evaluation's time over the steps it trained; else from the
+// shortest gap between two consecutive reports of an attempt; else, for a
+// design that reported once and never finished, it is the mean's share.
+func stepTime(s PreemptSettings, res *schema.Result, chain []*attemptSeen) time.Duration {
+	if res != nil && !res.Start.IsZero() && int64(s.Steps) > res.ResumedFrom {
+		return res.Stop.Sub(res.Start) / time.Duration(int64(s.Steps)-res.ResumedFrom)
 	}
-	sim := evaluators.Sim{Mean: time.Duration(s.SimMeanS * float64(time.Second)), Curve: true, Steps: s.Steps, FixedTime: true}
-	d, _ := sim.Draw(worker.Task{Design: &schema.Design{ID: k.design}, Attempt: k.attempt})
-	n := time.Duration(s.Steps)
-	return d*time.Duration(i+1)/n - d*time.Duration(i)/n
+	var best time.Duration
+	for _, a := range chain {
+		for st, t := range a.steps {
+			if next, ok := a.steps[st+1]; ok && (best == 0 || next.Sub(t) < best) {
+				best = next.Sub(t)
+			}
+		}
+	}
+	if best > 0 {
+		return best
+	}
+	return time.Duration(s.SimMeanS * float64(time.Second) / float64(s.Steps))
 }
 
 // round rounds the figures to 4 significant digits.
