@@ -15,7 +15,8 @@ import (
 // the step; one trained again from step 1 loses its interrupted attempt
 // whole and counts as retrained; one never finished loses its attempts but
 // was not retrained. An interrupted attempt's time runs from its first
-// report less that step's time to its last report plus the next step's,
+// report less one step to its last report plus one step (the step's time
+// read from the design's result, else its reports, else the mean's share),
 // cut at its worker process's exit; the worker processes' held time is cut
 // at the last result stored, a lost design's too.
 func TestPreemptFigures(t *testing.T) {
