@@ -128,6 +128,8 @@ type Config struct {
 	// at a rung and end with status stopped. It decides which results the
 	// run has, so it is fixed for the run's life. nil means not given;
 	// a rule named RuleNone means none, explicitly. Defaults to none.
+	// Its Select (whether stopped designs may be parents) defaults to
+	// SelectDefault.
 	EarlyStop *schema.EarlyStop
 	// Objectives are what the run optimizes, and the constraints on it
 	// (see Objectives). It decides the pool, so it is fixed for the run's
@@ -274,6 +276,11 @@ func (c Config) withDefaults() Config {
 	if c.EarlyStop != nil && c.EarlyStop.Rule == RuleNone {
 		c.EarlyStop = nil
 	}
+	if c.EarlyStop != nil && c.EarlyStop.Select == "" {
+		e := *c.EarlyStop
+		e.Select = SelectDefault
+		c.EarlyStop = &e
+	}
 	c.Checkpoints = c.Checkpoints.withDefaults()
 	if c.Novel == nil {
 		c.Novel = new(NovelDefault)
@@ -355,6 +362,10 @@ func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
 		return err
 	}
+	if e := c.EarlyStop; e != nil && e.Select == schema.SelectReached && c.Objectives.Pareto() {
+		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.Select", Value: e.Select,
+			Reason: "a stopped design has no measured objectives, so a pool ranked by several objectives or constraints cannot take it; select off, or use one objective"}
+	}
 	if c.Space != nil {
 		if err := validateMaxStepGene(c.EarlyStop, c.Space); err != nil {
 			return err
@@ -408,6 +419,10 @@ const RuleNone = runstate.RuleNone
 const (
 	MinStepDefault = 1
 	EtaDefault     = 3
+	// SelectDefault is whether a new run's stopped designs may be
+	// parents (schema.EarlyStop.Select); docs/BENCHMARKS.md (fidelity)
+	// has the measurement it rests on.
+	SelectDefault = schema.SelectOff
 )
 
 // validateEarlyStop checks a rule's parameters, naming the field of
@@ -420,6 +435,7 @@ func validateEarlyStop(e *schema.EarlyStop) error {
 		check{e.Rule != schema.RuleMedian && e.Rule != schema.RuleASHA, "EarlyStop.Rule", e.Rule, "want none, median or asha", nil},
 		check{e.MinStep < 1, "EarlyStop.MinStep", e.MinStep, "the first rung: need a step of at least 1", nil},
 		check{e.Eta < 2, "EarlyStop.Eta", e.Eta, "need at least 2: rungs are MinStep times powers of Eta, and asha keeps the top 1/Eta at each", nil},
+		check{e.Select != "" && e.Select != schema.SelectOff && e.Select != schema.SelectReached, "EarlyStop.Select", e.Select, "want off or reached", nil},
 		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
 			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
 	)

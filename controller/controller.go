@@ -373,6 +373,7 @@ func (c *Controller) initState() {
 		c.fold.TrackSeen()
 	}
 	c.fold.SetStopRule(runstate.StopRule{Target: c.cfg.Target, Plateau: c.cfg.Plateau})
+	c.fold.SetSelect(c.cfg.EarlyStop)
 	c.failFast = runstate.NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 

@@ -19,6 +19,8 @@ type Fold struct {
 	bestRand *Member // best of the designs of random origin
 	stats    *Stats
 	evicted  string // the design the last Apply evicted from the pool
+	added    bool   // the last Apply put its design in the pool
+	reached  bool   // stopped designs join the pool (SetSelect)
 	obj      Objectives
 	// unmeasured counts ok results that lack an objective (a worker that
 	// did not check them): counted, but kept out of the pool.
@@ -62,7 +64,7 @@ func NewFoldFor(t *Tally, init, pool int, replace Replace, o Objectives, ref []f
 // schema.DecodeResult returned it, and folds it in when it counts. Any
 // other verdict leaves the fold as it was.
 func (f *Fold) Apply(r *schema.Result, err error) Verdict {
-	f.evicted = ""
+	f.evicted, f.added = "", false
 	v := f.tally.Judge(r, err)
 	f.figures.Add(v, r)
 	if v != Counted {
@@ -84,6 +86,16 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 // add puts the counted result r in the pool when it is ok and measured,
 // and reports whether it is a better best.
 func (f *Fold) add(r *schema.Result) bool {
+	if r.Status == schema.StatusStopped && f.reached && !f.pool.Ranked() {
+		// What a stopped design reached is what its training had shown
+		// when its rung judged it: a learning curve that rises puts its
+		// final fitness at or above it, so in the pool it competes on a
+		// value it is likely to beat, and enters only when that is better
+		// than the pool's worst. It is never the run's best, which is a
+		// design that trained to its end.
+		f.evicted, f.added = f.pool.Add(Member{Design: r.Design, Fitness: r.Fitness}), true
+		return false
+	}
 	if r.Status != schema.StatusOK {
 		return false
 	}
@@ -97,7 +109,7 @@ func (f *Fold) add(r *schema.Result) bool {
 		m.Point = p
 		f.hv.seen(p)
 	}
-	f.evicted = f.pool.Add(m)
+	f.evicted, f.added = f.pool.Add(m), true
 	if f.hv != nil {
 		f.hv.update(f.pool)
 	}
@@ -129,6 +141,21 @@ func (f *Fold) LastKey() uint64 { return f.lastKey }
 // SetStopRule sets the rule that ends the run before its budget (see
 // StopRule). Set it before the first Apply: it judges every result.
 func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
+
+// SetSelect sets which designs may be parents in a run with an
+// early-stopping rule e (schema.EarlyStop.Select): with SelectReached a
+// stopped design joins the pool with the fitness it reached, as an ok
+// one does with its final fitness. A pool ranked by domination takes
+// none: a stopped design has no measured objectives. Set it before the
+// first Apply; nil, SelectOff and "" (a run recorded before the field)
+// keep the pool to designs that trained to their end.
+func (f *Fold) SetSelect(e *schema.EarlyStop) {
+	f.reached = e != nil && e.Rule != RuleNone && e.Select == schema.SelectReached
+}
+
+// Added reports whether the last Apply put its design in the pool (it may
+// have been evicted at once: see Evicted).
+func (f *Fold) Added() bool { return f.added }
 
 // StopRule is the fold's stop rule.
 func (f *Fold) StopRule() StopRule { return f.stop.rule }

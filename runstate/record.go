@@ -32,6 +32,9 @@ func EarlyStopText(e *schema.EarlyStop) string {
 	if e.MaxStepGene != "" {
 		s += " max_step_gene=" + e.MaxStepGene
 	}
+	if e.Select == schema.SelectReached {
+		s += " select=" + e.Select
+	}
 	return s
 }
 
