@@ -251,7 +251,7 @@ func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
 		// The rule given again without a selection keeps the recorded one.
 		e := *given
 		e.Select = recorded.Select
-		given = &e
+		given, cfg.EarlyStop = &e, &e
 	}
 	switch {
 	case cfg.EarlyStop == nil:

@@ -91,3 +91,57 @@ func TestAnswerable(t *testing.T) {
 		}
 	}
 }
+
+// A run's parent selection (EarlyStop.Select) is fixed for the run: a
+// restart takes it from the record, or refuses another; a run recorded
+// before the field keeps its pool to designs that trained to their end,
+// whatever the default of new runs; a new run without one takes
+// SelectDefault.
+func TestContinueSelect(t *testing.T) {
+	t.Parallel()
+	rule := func(sel string) *schema.EarlyStop {
+		return &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: sel}
+	}
+	for _, tc := range []struct {
+		name     string
+		recorded *schema.EarlyStop // nil: a new run
+		given    *schema.EarlyStop
+		want     string // the resolved Select; "" for a SettingError
+	}{
+		{"new run, default", nil, rule(""), SelectDefault},
+		{"new run, reached", nil, rule(schema.SelectReached), schema.SelectReached},
+		{"new run, off", nil, rule(schema.SelectOff), schema.SelectOff},
+		{"taken from the record", rule(schema.SelectReached), nil, schema.SelectReached},
+		{"the rule again keeps the recorded selection", rule(schema.SelectReached), rule(""), schema.SelectReached},
+		{"the same selection", rule(schema.SelectReached), rule(schema.SelectReached), schema.SelectReached},
+		{"another selection", rule(schema.SelectReached), rule(schema.SelectOff), ""},
+		{"recorded before select, taken", rule(""), nil, schema.SelectOff},
+		{"recorded before select, the rule again", rule(""), rule(""), schema.SelectOff},
+		{"recorded before select, reached given", rule(""), rule(schema.SelectReached), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rec *schema.Run
+			if tc.recorded != nil {
+				rec = recorded(t)
+				rec.EarlyStop = tc.recorded
+				// One objective: a ranked pool takes no stopped design.
+				rec.Objectives, rec.Constraints, rec.HVRef = nil, nil, nil
+			}
+			cfg, _, err := resolve(rec, Config{Run: "x", Space: mlpSpace(t), EarlyStop: tc.given}, time.Now)
+			if tc.want == "" {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Field != "EarlyStop" {
+					t.Fatalf("resolve = %v; want a SettingError on EarlyStop", err)
+				}
+				return
+			}
+			if err != nil || cfg.EarlyStop == nil || cfg.EarlyStop.Select != tc.want {
+				t.Fatalf("resolve = %+v, %v; want select %q", cfg.EarlyStop, err, tc.want)
+			}
+			if tc.recorded != nil && tc.recorded.Select == "" && rec.EarlyStop.Select != "" {
+				t.Fatalf("the record's rule was changed in place: %+v", rec.EarlyStop)
+			}
+		})
+	}
+}

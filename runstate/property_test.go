@@ -38,7 +38,7 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 		attempts := 1 + rng.IntN(3) // a design evaluated or retried more than once
 		for a := 1; a <= attempts; a++ {
 			status := []schema.Status{schema.StatusOK, schema.StatusOK, schema.StatusOK, schema.StatusInfeasible,
-				schema.StatusError, schema.StatusTimeout, schema.StatusLost}[rng.IntN(7)]
+				schema.StatusError, schema.StatusTimeout, schema.StatusLost, schema.StatusStopped, schema.StatusStopped}[rng.IntN(9)]
 			start := t0.Add(time.Duration(seq*1000+uint64(rng.IntN(900))) * time.Millisecond)
 			r := &schema.Result{V: schema.Version, Run: run, DesignID: d.ID, Design: d, Status: status, Fitness: rng.Float64(),
 				Worker: fmt.Sprint("w", rng.IntN(3)), Host: fmt.Sprint("h", rng.IntN(2)), Slot: rng.IntN(4), Attempt: a,
@@ -46,7 +46,7 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 			if status == schema.StatusLost {
 				r.Worker, r.Host, r.Start, r.Stop = "", "", time.Time{}, time.Time{}
 			}
-			if status != schema.StatusOK {
+			if status != schema.StatusOK && status != schema.StatusStopped {
 				r.Fitness = schema.InfeasibleFitness
 			}
 			results = append(results, event{res: r})
@@ -67,6 +67,17 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 		}
 	}
 	return results, reports
+}
+
+// propertyRecord is the record of the runs the property tests fold; the
+// odd-numbered streams i select parents on the fitness stopped designs
+// reached (schema.SelectReached).
+func propertyRecordFor(run string, budget, i int) *schema.Run {
+	rec := propertyRecord(run, budget)
+	if i%2 == 1 {
+		rec.EarlyStop.Select = schema.SelectReached
+	}
+	return rec
 }
 
 // propertyRecord is the record of the runs the property tests fold.
@@ -121,7 +132,7 @@ func TestStateInterleavings(t *testing.T) {
 	t.Parallel()
 	for i := range 50 {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
-		rec := propertyRecord("p", 60)
+		rec := propertyRecordFor("p", 60, i)
 		results, reports := randomStreams(rng, "p", 60)
 		var want fingerprint
 		for k := range 5 {
@@ -162,7 +173,7 @@ func TestStateInHalves(t *testing.T) {
 	t.Parallel()
 	for i := range 30 {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
-		rec := propertyRecord("h", 50)
+		rec := propertyRecordFor("h", 50, i)
 		results, reports := randomStreams(rng, "h", 50)
 		once := newTestState(t, rec)
 		for _, e := range results {
@@ -191,5 +202,29 @@ func TestStateInHalves(t *testing.T) {
 				t.Fatalf("streams %d, cut at %d: %+v; at once: %+v", i, cut, got, want)
 			}
 		}
+	}
+}
+
+// The streams exercise the selection: with SelectReached the pool ends
+// other than with it off, for most streams, since stopped designs join it.
+func TestStateSelectReachedChangesPool(t *testing.T) {
+	t.Parallel()
+	differ := 0
+	for i := range 20 {
+		results, _ := randomStreams(rand.New(rand.NewPCG(uint64(i), 13)), "s", 60)
+		digest := map[int]string{}
+		for sel := range 2 {
+			s := newTestState(t, propertyRecordFor("s", 60, sel))
+			for _, e := range results {
+				s.ApplyResult(e.res, e.err)
+			}
+			digest[sel] = s.Digests().Pool
+		}
+		if digest[0] != digest[1] {
+			differ++
+		}
+	}
+	if differ < 10 {
+		t.Fatalf("the pool differs with stopped designs selected in %d of 20 streams; want most", differ)
 	}
 }

@@ -1,0 +1,110 @@
+package runstate
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/evoq/evoq/schema"
+)
+
+// stoppedAt is a stopped result of design seq with the fitness it reached.
+func stoppedAt(seq uint64, fitness float64) *schema.Result {
+	r := result(seq, schema.StatusStopped, 0)
+	r.Fitness = fitness
+	r.Metrics = map[string]any{"stopped_at": int64(3)}
+	return r
+}
+
+func asha(sel string) *schema.EarlyStop {
+	return &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: sel}
+}
+
+// With SelectReached a stopped design is a member of the pool with the
+// fitness it reached, and competes for it as an ok one does; it is never
+// the run's best. Without it (off, a record from before the field, no
+// rule) the pool holds designs that trained to their end alone.
+func TestFoldSelectReached(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		rule    *schema.EarlyStop
+		reached bool
+	}{
+		{"reached", asha(schema.SelectReached), true},
+		{"off", asha(schema.SelectOff), false},
+		{"recorded before select", asha(""), false},
+		{"no rule", nil, false},
+		{"rule none", &schema.EarlyStop{Rule: RuleNone, Select: schema.SelectReached}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := testFold(2, 2, ReplaceWorst)
+			f.SetSelect(tc.rule)
+			f.Apply(result(1, schema.StatusOK, 0.5), nil)
+			f.Apply(result(2, schema.StatusOK, 0.6), nil)
+			// Reached 0.7 at its rung: better than the pool's worst.
+			f.Apply(stoppedAt(3, 0.7), nil)
+			ids := memberIDs(f.Pool())
+			if tc.reached {
+				if f.Added() != true || f.Evicted() != schema.DesignID("t", 1) || ids != "t-2 t-3" {
+					t.Fatalf("pool %q, added %v, evicted %q; want the stopped design in, t-1 out", ids, f.Added(), f.Evicted())
+				}
+			} else if f.Added() || f.Evicted() != "" || ids != "t-1 t-2" {
+				t.Fatalf("pool %q, added %v, evicted %q; want the ok designs alone", ids, f.Added(), f.Evicted())
+			}
+			if b := f.Best(); b == nil || b.Design.ID != schema.DesignID("t", 2) {
+				t.Fatalf("best %+v; want t-2, the best that trained to its end", b)
+			}
+			// A stopped design below the pool's worst is evicted at once.
+			f.Apply(stoppedAt(4, 0.1), nil)
+			if got := memberIDs(f.Pool()); got != ids || f.Added() != tc.reached || (tc.reached && f.Evicted() != schema.DesignID("t", 4)) {
+				t.Fatalf("pool %q (was %q), added %v, evicted %q", got, ids, f.Added(), f.Evicted())
+			}
+			if f.Count(schema.StatusStopped) != 2 {
+				t.Fatalf("%d stopped counted, want 2", f.Count(schema.StatusStopped))
+			}
+		})
+	}
+}
+
+// A stopped design wins a tournament on the fitness it reached.
+func TestTournamentStoppedParent(t *testing.T) {
+	t.Parallel()
+	f := testFold(1, 2, ReplaceWorst)
+	f.SetSelect(asha(schema.SelectReached))
+	f.Apply(result(1, schema.StatusOK, 0.5), nil)
+	f.Apply(stoppedAt(2, 0.8), nil)
+	w := f.Pool().Tournament(rand.New(rand.NewPCG(1, 2)), 2)
+	if w.Design.ID != schema.DesignID("t", 2) || w.Fitness != 0.8 {
+		t.Fatalf("winner %s %v; want the stopped t-2 at 0.8", w.Design.ID, w.Fitness)
+	}
+}
+
+// A pool ranked by domination takes no stopped design: it has no
+// measured objectives.
+func TestFoldSelectRankedPool(t *testing.T) {
+	t.Parallel()
+	o, err := ObjectivesOf(&schema.Run{Objectives: []string{"fitness:max", "loss:min"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFoldFor(NewTally("t", 1<<30, Rules{}), 1, 4, ReplaceWorst, o, nil)
+	f.SetSelect(asha(schema.SelectReached))
+	r := stoppedAt(1, 0.9)
+	r.Metrics["loss"] = 0.1
+	f.Apply(r, nil)
+	if f.Pool().Len() != 0 || f.Added() {
+		t.Fatalf("a ranked pool took a stopped design: %d members", f.Pool().Len())
+	}
+}
+
+func memberIDs(p *Pool) string {
+	s := ""
+	for i, m := range p.Members() {
+		if i > 0 {
+			s += " "
+		}
+		s += m.Design.ID
+	}
+	return s
+}
