@@ -362,7 +362,7 @@ func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
 		return err
 	}
-	if e := c.EarlyStop; e != nil && e.Select == schema.SelectReached && c.Objectives.Pareto() {
+	if e := c.EarlyStop; e != nil && (e.Select == schema.SelectReached || e.Select == schema.SelectPromoted) && c.Objectives.Pareto() {
 		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.Select", Value: e.Select,
 			Reason: "a stopped design has no measured objectives, so a pool ranked by several objectives or constraints cannot take it; select off, or use one objective"}
 	}
@@ -435,7 +435,7 @@ func validateEarlyStop(e *schema.EarlyStop) error {
 		check{e.Rule != schema.RuleMedian && e.Rule != schema.RuleASHA, "EarlyStop.Rule", e.Rule, "want none, median or asha", nil},
 		check{e.MinStep < 1, "EarlyStop.MinStep", e.MinStep, "the first rung: need a step of at least 1", nil},
 		check{e.Eta < 2, "EarlyStop.Eta", e.Eta, "need at least 2: rungs are MinStep times powers of Eta, and asha keeps the top 1/Eta at each", nil},
-		check{e.Select != "" && e.Select != schema.SelectOff && e.Select != schema.SelectReached, "EarlyStop.Select", e.Select, "want off or reached", nil},
+		check{!schema.SelectValid(e.Select), "EarlyStop.Select", e.Select, "want off, reached or promoted", nil},
 		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
 			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
 	)

@@ -77,7 +77,7 @@ func TestConfigValidate(t *testing.T) {
 		}, ""},
 		{"unknown select", func(c *Config) {
 			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: "best"}
-		}, `EarlyStop.Select "best": want off or reached`},
+		}, `EarlyStop.Select "best": want off, reached or promoted`},
 		{"select reached with several objectives", func(c *Config) {
 			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: schema.SelectReached}
 			o, err := runstate.ObjectivesOf(&schema.Run{Objectives: []string{"fitness:max", "params:min"}})

@@ -111,6 +111,8 @@ func TestContinueSelect(t *testing.T) {
 		{"new run, default", nil, rule(""), SelectDefault},
 		{"new run, reached", nil, rule(schema.SelectReached), schema.SelectReached},
 		{"new run, off", nil, rule(schema.SelectOff), schema.SelectOff},
+		{"new run, promoted", nil, rule(schema.SelectPromoted), schema.SelectPromoted},
+		{"promoted taken from the record", rule(schema.SelectPromoted), nil, schema.SelectPromoted},
 		{"taken from the record", rule(schema.SelectReached), nil, schema.SelectReached},
 		{"the rule again keeps the recorded selection", rule(schema.SelectReached), rule(""), schema.SelectReached},
 		{"the same selection", rule(schema.SelectReached), rule(schema.SelectReached), schema.SelectReached},

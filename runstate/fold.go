@@ -1,6 +1,9 @@
 package runstate
 
 import (
+	"encoding/json"
+	"math"
+
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 )
@@ -20,7 +23,9 @@ type Fold struct {
 	stats    *Stats
 	evicted  string // the design the last Apply evicted from the pool
 	added    bool   // the last Apply put its design in the pool
-	reached  bool   // stopped designs join the pool (SetSelect)
+	// joinFrom is the step from which a stopped design joins the pool
+	// (SetSelect); 0: none does, 1: every one does.
+	joinFrom int64
 	obj      Objectives
 	// unmeasured counts ok results that lack an objective (a worker that
 	// did not check them): counted, but kept out of the pool.
@@ -86,7 +91,7 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 // add puts the counted result r in the pool when it is ok and measured,
 // and reports whether it is a better best.
 func (f *Fold) add(r *schema.Result) bool {
-	if r.Status == schema.StatusStopped && f.reached && !f.pool.Ranked() {
+	if r.Status == schema.StatusStopped && f.joins(r) {
 		// What a stopped design reached is what its training had shown
 		// when its rung judged it: a learning curve that rises puts its
 		// final fitness at or above it, so in the pool it competes on a
@@ -149,8 +154,66 @@ func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
 // none: a stopped design has no measured objectives. Set it before the
 // first Apply; nil, SelectOff and "" (a run recorded before the field)
 // keep the pool to designs that trained to their end.
+//
+// With SelectPromoted only a design stopped at or past the second rung
+// joins: it went on at the first, where a rank says least of the final
+// one (docs/BENCHMARKS.md, early stopping).
 func (f *Fold) SetSelect(e *schema.EarlyStop) {
-	f.reached = e != nil && e.Rule != RuleNone && e.Select == schema.SelectReached
+	f.joinFrom = 0
+	if e == nil || e.Rule == RuleNone {
+		return
+	}
+	switch e.Select {
+	case schema.SelectReached:
+		f.joinFrom = 1
+	case schema.SelectPromoted:
+		f.joinFrom = max(e.MinStep*int64(max(e.Eta, 2)), 1)
+	}
+}
+
+// joins reports whether stopped result r joins the pool: by the run's
+// selection, from the step it stopped at (the worker's stopped_at; a
+// result without it joins only when every stopped design does).
+func (f *Fold) joins(r *schema.Result) bool {
+	if f.joinFrom == 0 || f.pool.Ranked() {
+		return false
+	}
+	if f.joinFrom == 1 {
+		return true
+	}
+	step, ok := stepOf(r.Metrics["stopped_at"])
+	return ok && step >= f.joinFrom
+}
+
+// stepOf reads a step from a result's metrics, as msgpack or JSON
+// decoded it.
+func stepOf(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case uint64:
+		return int64(min(x, math.MaxInt64)), true
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case float64:
+		return int64(x), !math.IsNaN(x)
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // Added reports whether the last Apply put its design in the pool (it may

@@ -49,6 +49,9 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 			if status != schema.StatusOK && status != schema.StatusStopped {
 				r.Fitness = schema.InfeasibleFitness
 			}
+			if status == schema.StatusStopped {
+				r.Metrics = map[string]any{"stopped_at": int64(1 + rng.IntN(9))}
+			}
 			results = append(results, event{res: r})
 		}
 		switch rng.IntN(10) {
@@ -69,14 +72,13 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 	return results, reports
 }
 
-// propertyRecord is the record of the runs the property tests fold; the
-// odd-numbered streams i select parents on the fitness stopped designs
-// reached (schema.SelectReached).
+// propertyRecordFor is the record of the runs the property tests fold;
+// streams i select parents three ways in turn: from designs that trained
+// to their end, and from stopped designs too (schema.SelectReached,
+// schema.SelectPromoted).
 func propertyRecordFor(run string, budget, i int) *schema.Run {
 	rec := propertyRecord(run, budget)
-	if i%2 == 1 {
-		rec.EarlyStop.Select = schema.SelectReached
-	}
+	rec.EarlyStop.Select = []string{schema.SelectOff, schema.SelectReached, schema.SelectPromoted}[i%3]
 	return rec
 }
 
@@ -205,26 +207,27 @@ func TestStateInHalves(t *testing.T) {
 	}
 }
 
-// The streams exercise the selection: with SelectReached the pool ends
-// other than with it off, for most streams, since stopped designs join it.
-func TestStateSelectReachedChangesPool(t *testing.T) {
+// The streams exercise the selection: with stopped designs selected the
+// pool ends other than with the selection off, for most streams, since
+// stopped designs join it.
+func TestStateSelectChangesPool(t *testing.T) {
 	t.Parallel()
-	differ := 0
+	differ := map[int]int{}
 	for i := range 20 {
 		results, _ := randomStreams(rand.New(rand.NewPCG(uint64(i), 13)), "s", 60)
 		digest := map[int]string{}
-		for sel := range 2 {
+		for sel := range 3 {
 			s := newTestState(t, propertyRecordFor("s", 60, sel))
 			for _, e := range results {
 				s.ApplyResult(e.res, e.err)
 			}
 			digest[sel] = s.Digests().Pool
-		}
-		if digest[0] != digest[1] {
-			differ++
+			if digest[sel] != digest[0] {
+				differ[sel]++
+			}
 		}
 	}
-	if differ < 10 {
-		t.Fatalf("the pool differs with stopped designs selected in %d of 20 streams; want most", differ)
+	if differ[1] < 10 || differ[2] < 10 {
+		t.Fatalf("of 20 streams, the pool differs from the selection off's in %d with reached, %d with promoted; want most", differ[1], differ[2])
 	}
 }

@@ -32,7 +32,7 @@ func EarlyStopText(e *schema.EarlyStop) string {
 	if e.MaxStepGene != "" {
 		s += " max_step_gene=" + e.MaxStepGene
 	}
-	if e.Select == schema.SelectReached {
+	if e.Select == schema.SelectReached || e.Select == schema.SelectPromoted {
 		s += " select=" + e.Select
 	}
 	return s

@@ -1,6 +1,7 @@
 package runstate
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 
@@ -107,4 +108,40 @@ func memberIDs(p *Pool) string {
 		s += m.Design.ID
 	}
 	return s
+}
+
+// With SelectPromoted a design stopped at the first rung stays out of the
+// pool, and one stopped at or past the second joins it, whichever way its
+// result's stopped_at was decoded.
+func TestFoldSelectPromoted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		at   any
+		in   bool
+	}{
+		{"first rung", int64(1), false},
+		{"between the first two", int64(2), false},
+		{"second rung", int64(3), true},
+		{"third rung", uint64(9), true},
+		{"third rung as JSON", json.Number("9"), true},
+		{"third rung as a float", 9.0, true},
+		{"no step", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := testFold(1, 2, ReplaceWorst)
+			f.SetSelect(asha(schema.SelectPromoted))
+			f.Apply(result(1, schema.StatusOK, 0.5), nil)
+			r := stoppedAt(2, 0.7)
+			r.Metrics["stopped_at"] = tc.at
+			if tc.at == nil {
+				delete(r.Metrics, "stopped_at")
+			}
+			f.Apply(r, nil)
+			if f.Added() != tc.in || (f.Pool().Len() == 2) != tc.in {
+				t.Fatalf("stopped at %v: added %v, pool %q; want in the pool: %v", tc.at, f.Added(), memberIDs(f.Pool()), tc.in)
+			}
+		})
+	}
 }

@@ -40,7 +40,7 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"max-step-gene alone", []string{"--max-step-gene", "epochs"}, "--max-step-gene needs --early-stop median or asha"},
 		{"rung-select alone", []string{"--rung-select", "reached"}, "--rung-select needs --early-stop median or asha"},
 		{"rung-select without a rule", []string{"--early-stop", "none", "--rung-select", "off"}, "--rung-select needs --early-stop median or asha, not none"},
-		{"unknown rung-select", []string{"--early-stop", "asha", "--rung-select", "best"}, `--rung-select "best": want off or reached`},
+		{"unknown rung-select", []string{"--early-stop", "asha", "--rung-select", "best"}, `--rung-select "best": want off, reached or promoted`},
 		{"rung-select reached with objectives", []string{"--early-stop", "asha", "--rung-select", "reached", "--objectives", "fitness:max,params:min"},
 			`--rung-select "reached": a stopped design has no measured objectives`},
 		{"max-step-gene not in the space", []string{"--config", filepath.Join("testdata", "epochs", "space.yaml"), "--early-stop", "asha", "--max-step-gene", "epoch"},

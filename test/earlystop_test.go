@@ -140,14 +140,28 @@ var rungsDigestRE = regexp.MustCompile(`evaluations=(\d+) .*pool_digest=(\w+).*r
 // statistics it had (the digest of its decisions), and from the results
 // stream the same pool; the run finishes, and evoq replay reaches the
 // controller's final digests. A conflicting rule on the restart is
-// refused.
+// refused. With --rung-select reached, stopped designs are parents too,
+// and the restart, given no --rung-select, keeps selecting them.
 func TestEarlyStopRestart(t *testing.T) {
 	t.Parallel()
+	for _, sel := range []string{"", "reached"} {
+		t.Run("select="+sel, func(t *testing.T) {
+			t.Parallel()
+			testEarlyStopRestart(t, sel)
+		})
+	}
+}
+
+func testEarlyStopRestart(t *testing.T, sel string) {
 	dir, port := t.TempDir(), freePort(t)
 	listen, url := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("nats://127.0.0.1:%d", port)
 	ctlArgs := []string{"controller", "--dir", dir, "--listen", listen, "--run", "esr", "--progress", "100ms", "--ack-wait", "3s"}
-	first := background(t, append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
-		"--early-stop", "asha", "--max-step", "27", "--eta", "3")...)
+	firstArgs := append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
+		"--early-stop", "asha", "--max-step", "27", "--eta", "3")
+	if sel != "" {
+		firstArgs = append(firstArgs, "--rung-select", sel)
+	}
+	first := background(t, firstArgs...)
 	workerArgs := []string{"worker", "--nats", url, "--run", "esr", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.1",
 		"--slots", "8", "--gpus", "none"}
 	w1 := background(t, workerArgs...)
@@ -193,6 +207,9 @@ func TestEarlyStopRestart(t *testing.T) {
 	if !strings.Contains(lineWith(log, "continuing the run"), "early_stop=asha") {
 		t.Errorf("the restart did not take the recorded rule:\n%s", lineWith(log, "continuing the run"))
 	}
+	if got := strings.Contains(lineWith(log, "continuing the run"), "select=reached"); got != (sel == "reached") {
+		t.Errorf("select %q: the restart's rule says select=reached: %v\n%s", sel, got, lineWith(log, "continuing the run"))
+	}
 	background(t, workerArgs...)
 	if err := second.wait(t, 3*time.Minute); err != nil {
 		t.Fatalf("restarted controller: %v\n%s", err, tail(second.stderr.String(), 3000))
@@ -217,7 +234,29 @@ func TestEarlyStopRestart(t *testing.T) {
 		t.Errorf("replay: pool %s, rungs %s, %d stopped; the controller: %s, %s, %d",
 			rep.PoolDigest, rep.EarlyStop.Digest, rep.Counts["stopped"], s.PoolDigest, s.EarlyStop.Digest, s.Stopped)
 	}
-	checkDesigns(t, readResults(t, dir, "esr"), 300)
+	results := readResults(t, dir, "esr")
+	checkDesigns(t, results, 300)
+	if got := stoppedParents(results); (got > 0) != (sel == "reached") {
+		t.Errorf("select %q: %d designs have a stopped parent", sel, got)
+	}
+}
+
+// stoppedParents is the number of designs whose first parent ended
+// stopped.
+func stoppedParents(results []*schema.Result) int {
+	stopped := map[string]bool{}
+	for _, r := range results {
+		if r.Status == schema.StatusStopped {
+			stopped[r.DesignID] = true
+		}
+	}
+	n := 0
+	for _, r := range results {
+		if len(r.Design.Parents) > 0 && stopped[r.Design.Parents[0]] && r.Design.Retry == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }

@@ -211,7 +211,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
 	fs.StringVar(&s.maxStepGene, "max-step-gene", "", "with --early-stop: the gene that holds each design's own training length in report steps, such as epochs; a design's report at or past it is its last, never judged at a rung (fixed for the run)")
 	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
-	fs.StringVar(&s.rungSelect, "rung-select", controller.SelectDefault, "with --early-stop: off keeps parents to designs that trained to their end; reached lets a stopped design be a parent, competing with the fitness it reached at its rung (fixed for the run)")
+	fs.StringVar(&s.rungSelect, "rung-select", controller.SelectDefault, "with --early-stop: off keeps parents to designs that trained to their end; reached lets a stopped design be a parent, competing with the fitness it reached at its rung; promoted does so only for a design stopped at or past the second rung (fixed for the run)")
 	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
 	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
 	fs.StringVar(&s.maxCheckpoint, "max-checkpoint", "1GiB", "largest checkpoint stored (such as 200MB or 2GiB); a larger one is refused and the result kept")
@@ -325,8 +325,8 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 	sel := ""
 	if isSet(fs, "rung-select") {
 		// Left out, it is the record's on a restart, the default on a new run.
-		if s.rungSelect != schema.SelectOff && s.rungSelect != schema.SelectReached {
-			return nil, usageErr("--rung-select %q: want off or reached", s.rungSelect)
+		if s.rungSelect == "" || !schema.SelectValid(s.rungSelect) {
+			return nil, usageErr("--rung-select %q: want off, reached or promoted", s.rungSelect)
 		}
 		sel = s.rungSelect
 	}
