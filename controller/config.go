@@ -40,6 +40,12 @@ const (
 	// docs/BENCHMARKS.md has the figures.
 	CrossoverDefault    = 0.9
 	MutationRateDefault = 0.0
+	// CostTieDefault compares tournament entrants by fitness alone
+	// (Config.CostTie): on the fidelity workload, whose evaluation times
+	// are not heritable, preferring the cheaper of near-equal designs
+	// cannot pay, and no workload here has heritable cost;
+	// docs/BENCHMARKS.md has the figures.
+	CostTieDefault = 0.0
 	// NovelDefault makes children novel (Config.Novel): on NAS-Bench-201
 	// a third of a default run's evaluations repeated a design already
 	// measured; docs/BENCHMARKS.md has the figures.
@@ -148,6 +154,12 @@ type Config struct {
 	// not given. Defaults to CrossoverDefault and MutationRateDefault.
 	Crossover    *float64
 	MutationRate *float64
+	// CostTie makes a tournament compare two entrants whose fitness
+	// differ by at most CostTie by the slot-seconds their evaluations
+	// took, the cheaper winning (runstate.Pool.SetCostTie); 0 compares
+	// fitness alone. It chooses the parents, so it is fixed for the
+	// run's life. nil means not given. Defaults to CostTieDefault.
+	CostTie *float64
 	// Novel makes a child whose genome is one of the last
 	// runstate.SeenWindow counted designs' again, up to NovelTries draws:
 	// fixed for the run's life. nil means not given. Defaults to
@@ -291,6 +303,9 @@ func (c Config) withDefaults() Config {
 	if c.MutationRate == nil {
 		c.MutationRate = new(float64(MutationRateDefault))
 	}
+	if c.CostTie == nil {
+		c.CostTie = new(float64(CostTieDefault))
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -381,6 +396,10 @@ func (c Config) ValidateGiven() error {
 		check{c.Crossover != nil && !(*c.Crossover >= 0 && *c.Crossover <= 1), "Crossover", derefF(c.Crossover), "want a probability, 0 to 1", nil},
 		check{c.MutationRate != nil && !(*c.MutationRate >= 0 && *c.MutationRate <= 1), "MutationRate", derefF(c.MutationRate),
 			"want a probability, 0 to 1 (0: exactly one parameter per mutant)", nil},
+		check{c.CostTie != nil && !(*c.CostTie >= 0 && !math.IsInf(*c.CostTie, 1)), "CostTie", derefF(c.CostTie),
+			"want a fitness difference, 0 or more (0: fitness alone)", nil},
+		check{derefF(c.CostTie) > 0 && c.Objectives.Pareto(), "CostTie", derefF(c.CostTie),
+			"a pool ranked by several objectives or constraints compares by domination; make the cost an objective instead, or leave it out", []string{"Objectives"}},
 		check{c.Objectives.Pareto() && c.Replace == runstate.ReplaceOldest, "Replace", string(c.Replace),
 			"oldest ages the pool by fitness alone; a pool of several objectives or constraints keeps the best by domination rank: leave --replace out", []string{"Objectives"}},
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
@@ -494,7 +513,8 @@ func (c Config) Fields() logrus.Fields {
 
 // variation is c's operators as the run's record holds them.
 func (c Config) variation() *schema.Variation {
-	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate), Novel: c.Novel != nil && *c.Novel}
+	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate), Novel: c.Novel != nil && *c.Novel,
+		CostTie: derefF(c.CostTie)}
 }
 
 func derefF(p *float64) float64 {

@@ -558,7 +558,8 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 		field, name string
 		given       **float64
 		rec         float64
-	}{{"Crossover", "crossover", &cfg.Crossover, v.Crossover}, {"MutationRate", "mutation_rate", &cfg.MutationRate, v.MutationRate}} {
+	}{{"Crossover", "crossover", &cfg.Crossover, v.Crossover}, {"MutationRate", "mutation_rate", &cfg.MutationRate, v.MutationRate},
+		{"CostTie", "cost_tie", &cfg.CostTie, v.CostTie}} {
 		switch {
 		case *op.given == nil:
 			*op.given = new(op.rec)

@@ -147,3 +147,44 @@ func TestContinueSelect(t *testing.T) {
 		})
 	}
 }
+
+// The cost tie chooses parents, so it is fixed for the run: a restart
+// takes it from the record or refuses another; a run recorded before it
+// was kept compares fitness alone.
+func TestContinueCostTie(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		recorded *float64 // nil: a record without operators
+		given    *float64
+		want     float64 // -1: a SettingError
+	}{
+		{"recorded before operators were kept, none given", nil, nil, CostTieDefault},
+		{"taken from the record", new(0.01), nil, 0.01},
+		{"the same", new(0.01), new(0.01), 0.01},
+		{"another", new(0.01), new(0.02), -1},
+		{"off given on a run with one", new(0.01), new(0.0), -1},
+		{"recorded before operators were kept", nil, new(0.01), -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recorded(t)
+			rec.Objectives, rec.Constraints, rec.HVRef = nil, nil, nil
+			rec.Variation = nil
+			if tc.recorded != nil {
+				rec.Variation = &schema.Variation{Crossover: 0.9, CostTie: *tc.recorded}
+			}
+			cfg, _, err := resolve(rec, Config{Run: "x", Space: mlpSpace(t), CostTie: tc.given}, time.Now)
+			if tc.want < 0 {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Field != "CostTie" {
+					t.Fatalf("resolve = %v; want a SettingError on CostTie", err)
+				}
+				return
+			}
+			if err != nil || cfg.CostTie == nil || *cfg.CostTie != tc.want {
+				t.Fatalf("resolve: cost tie %v, %v; want %v", cfg.CostTie, err, tc.want)
+			}
+		})
+	}
+}

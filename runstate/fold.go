@@ -105,6 +105,9 @@ func (f *Fold) add(r *schema.Result) bool {
 		return false
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
+	if !r.Start.IsZero() && r.Stop.After(r.Start) {
+		m.Cost = r.Duration().Seconds() + r.ResumedSeconds
+	}
 	if f.pool.Ranked() {
 		p, err := f.obj.Measure(r.Fitness, r.Metrics)
 		if err != nil {

@@ -57,6 +57,9 @@ func VariationText(v *schema.Variation) string {
 	if v.Novel {
 		s += ", novel children"
 	}
+	if v.CostTie > 0 {
+		s += fmt.Sprintf(", the cheaper of entrants within %g", v.CostTie)
+	}
 	return s
 }
 
@@ -135,6 +138,9 @@ func RecordSettings(rec *schema.Run) []string {
 		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
 		if v.Novel {
 			out = append(out, "novel=true")
+		}
+		if v.CostTie > 0 {
+			out = append(out, fmt.Sprintf("cost_tie=%g", v.CostTie))
 		}
 	}
 	if rec.Evaluator != nil {

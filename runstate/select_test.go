@@ -145,3 +145,54 @@ func TestFoldSelectPromoted(t *testing.T) {
 		})
 	}
 }
+
+// With a cost tie, of two members about as fit the cheaper wins a
+// tournament; a clear difference in fitness, or a member of unknown cost,
+// is compared by fitness alone.
+func TestTournamentCostTie(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		tie        float64
+		fit, cost  [2]float64
+		wantWinner int
+	}{
+		{"off", 0, [2]float64{0.80, 0.79}, [2]float64{10, 1}, 0},
+		{"within the tie, the cheaper", 0.02, [2]float64{0.80, 0.79}, [2]float64{10, 1}, 1},
+		{"within the tie, the fitter is cheaper", 0.02, [2]float64{0.80, 0.79}, [2]float64{1, 10}, 0},
+		{"beyond the tie", 0.005, [2]float64{0.80, 0.79}, [2]float64{10, 1}, 0},
+		{"unknown cost", 0.02, [2]float64{0.80, 0.79}, [2]float64{10, 0}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := NewPool(2, ReplaceWorst)
+			p.SetCostTie(tc.tie)
+			for i := range 2 {
+				p.Add(Member{Design: schema.Design{ID: []string{"a", "b"}[i]}, Fitness: tc.fit[i], Cost: tc.cost[i]})
+			}
+			// Both members enter every tournament of 2, in either order.
+			for seed := range uint64(8) {
+				w := p.Tournament(rand.New(rand.NewPCG(seed, 1)), 2)
+				if want := []string{"a", "b"}[tc.wantWinner]; w.Design.ID != want {
+					t.Fatalf("seed %d: winner %s, want %s", seed, w.Design.ID, want)
+				}
+			}
+		})
+	}
+}
+
+// A member's cost is its evaluation's slot-seconds, resumed training
+// included; a stopped design's is unknown.
+func TestFoldMemberCost(t *testing.T) {
+	t.Parallel()
+	f := testFold(1, 3, ReplaceWorst)
+	f.SetSelect(asha(schema.SelectReached))
+	ok := result(1, schema.StatusOK, 0.5)
+	ok.ResumedSeconds = 2
+	f.Apply(ok, nil)
+	f.Apply(stoppedAt(2, 0.4), nil)
+	m := f.Pool().Members()
+	if len(m) != 2 || m[0].Cost != 3 || m[1].Cost != 0 {
+		t.Fatalf("members %+v; want costs 3 (1 s evaluated, 2 resumed) and 0 (stopped)", m)
+	}
+}

@@ -23,7 +23,7 @@ var controllerFlag = map[string]string{
 	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta", "EarlyStop.MaxStepGene": "--max-step-gene", "EarlyStop.Select": "--rung-select",
 	"Checkpoints.Dir": "--checkpoint-dir", "Checkpoints.Max": "--max-checkpoint", "Checkpoints.Keep": "--keep-checkpoints",
 	"Checkpoints.Inherit": "--inherit", "Objectives": "--objectives", "HVRef": "--hv-ref", "Crossover": "--crossover",
-	"MutationRate": "--mutation-rate", "Novel": "--novel", "Evaluator": "the evaluator",
+	"MutationRate": "--mutation-rate", "CostTie": "--cost-tie", "Novel": "--novel", "Evaluator": "the evaluator",
 }
 
 // workerFlag is the flag of each worker.Config field.

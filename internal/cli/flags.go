@@ -176,6 +176,7 @@ type searchFlags struct {
 	objectives, hvRef               string
 	constraints                     repeated
 	crossover, mutationRate         float64
+	costTie                         float64
 	novel                           bool
 	target                          float64
 	plateau                         int
@@ -218,6 +219,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.objectives, "objectives", "fitness:max", "what the search optimizes: name:max or name:min, comma-separated, each name fitness or a key of the results' metrics (zdt1, zdt2: f1:min,f2:min); two or more rank the pool by Pareto dominance; fixed for the run")
 	fs.Var(&s.constraints, "constraint", "a bound on fitness or a metric, such as params<=60000 (<=, >=, <, >); repeatable; designs that meet every constraint rank first, the others by their total violation; fixed for the run")
 	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
+	fs.Float64Var(&s.costTie, "cost-tie", controller.CostTieDefault, "tournament entrants whose fitness differ by at most this are compared by the slot-seconds their evaluations took, the cheaper winning (0: fitness alone; fixed for the run)")
 	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
 	fs.BoolVar(&s.novel, "novel", controller.NovelDefault, "make a child again (up to 20 draws) while its genome is that of one of the run's last 10,000 evaluated designs, so that no evaluation repeats one already measured; false lets children repeat them, as runs recorded before the flag did (fixed for the run)")
 	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
@@ -285,6 +287,9 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 	}
 	if isSet(fs, "crossover") {
 		cfg.Crossover = new(s.crossover)
+	}
+	if isSet(fs, "cost-tie") {
+		cfg.CostTie = new(s.costTie)
 	}
 	if isSet(fs, "novel") {
 		cfg.Novel = new(s.novel)

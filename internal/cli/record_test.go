@@ -19,7 +19,7 @@ var recordedFlags = map[string]string{
 	"config": "space_yaml", "budget": "budget", "init": "init", "pool": "pool", "replace": "replace",
 	"tournament": "tournament", "seed": "seed", "fail-fast": "fail_fast", "from-run": "seeds_from",
 	"constraint": "constraints", "objectives": "objectives", "hv-ref": "hv_ref",
-	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel",
+	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel", "cost-tie": "variation.cost_tie",
 	"early-stop": "early_stop.rule", "eta": "early_stop.eta", "max-step": "early_stop.max_step", "min-step": "early_stop.min_step",
 	"max-step-gene": "early_stop.max_step_gene", "rung-select": "early_stop.select",
 	"checkpoint-dir": "checkpoints.dir", "inherit": "checkpoints.inherit", "keep-checkpoints": "checkpoints.keep",
