@@ -182,6 +182,7 @@ func testEarlyStopRestart(t *testing.T, sel string) {
 	})
 	_ = first.cmd.Process.Kill()
 	_ = first.wait(t, 10*time.Second)
+	killed := time.Now()
 	p := lines(first.stderr.String())
 	before := p[len(p)-1]
 
@@ -239,6 +240,65 @@ func testEarlyStopRestart(t *testing.T, sel string) {
 	if got := stoppedParents(results); (got > 0) != (sel == "reached") {
 		t.Errorf("select %q: %d designs have a stopped parent", sel, got)
 	}
+	checkReplayAtKill(t, dir, results, killed, before[2], sel == "reached")
+}
+
+// checkReplayAtKill replays the results stored before the first
+// controller was killed, as a prefix of the stream, and wants the pool it
+// had then; with stopped designs selected, replay up to the result of a
+// stopped design that became a parent has it in the pool.
+func checkReplayAtKill(t *testing.T, dir string, results []*schema.Result, killed time.Time, digest string, stopped bool) {
+	t.Helper()
+	n := 0
+	for n < len(results) && results[n].Stop.Before(killed) {
+		n++
+	}
+	if rep := replayUntil(t, dir, n); rep.PoolDigest != digest {
+		t.Errorf("replay of the %d results stored before the kill: pool %s; the controller had %s", n, rep.PoolDigest, digest)
+	}
+	if !stopped {
+		return
+	}
+	parent := map[string]bool{}
+	for _, r := range results {
+		if len(r.Design.Parents) > 0 {
+			parent[r.Design.Parents[0]] = true
+		}
+	}
+	for i, r := range results {
+		if r.Status != schema.StatusStopped || !parent[r.DesignID] {
+			continue
+		}
+		// Pool membership is lost once and for good: a design chosen as
+		// a parent later was in the pool from its result on.
+		rep := replayUntil(t, dir, i+1)
+		for _, m := range rep.Pool {
+			if m.DesignID == r.DesignID {
+				return
+			}
+		}
+		t.Fatalf("replay up to the stopped parent %s (result %d): pool %+v, without it", r.DesignID, i+1, rep.Pool)
+	}
+	t.Fatal("no stopped design was a parent")
+}
+
+type replayPool struct {
+	PoolDigest string `json:"pool_digest"`
+	Pool       []struct {
+		DesignID string `json:"design_id"`
+	} `json:"pool"`
+}
+
+// replayUntil is evoq replay's report of the first n results of the run.
+// The store is open in the test's broker (readResults): it reads it there.
+func replayUntil(t *testing.T, dir string, n int) replayPool {
+	t.Helper()
+	r := evoq(t, time.Minute, "replay", "--nats", openStore(t, dir).ClientURL(), "--run", "esr", "--until", fmt.Sprint(n), "--json")
+	var rep replayPool
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &rep); err != nil {
+		t.Fatalf("replay --until %d: %v\n%s\n%s", n, err, r.stdout, r.stderr)
+	}
+	return rep
 }
 
 // stoppedParents is the number of designs whose first parent ended
