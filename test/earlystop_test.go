@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
@@ -144,7 +145,7 @@ var rungsDigestRE = regexp.MustCompile(`evaluations=(\d+) .*pool_digest=(\w+).*r
 // and the restart, given no --rung-select, keeps selecting them.
 func TestEarlyStopRestart(t *testing.T) {
 	t.Parallel()
-	for _, sel := range []string{"", "reached"} {
+	for _, sel := range []string{"off", "reached", ""} {
 		t.Run("select="+sel, func(t *testing.T) {
 			t.Parallel()
 			testEarlyStopRestart(t, sel)
@@ -152,14 +153,18 @@ func TestEarlyStopRestart(t *testing.T) {
 	}
 }
 
-func testEarlyStopRestart(t *testing.T, sel string) {
+func testEarlyStopRestart(t *testing.T, given string) {
+	sel := given
+	if sel == "" {
+		sel = controller.SelectDefault
+	}
 	dir, port := t.TempDir(), freePort(t)
 	listen, url := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("nats://127.0.0.1:%d", port)
 	ctlArgs := []string{"controller", "--dir", dir, "--listen", listen, "--run", "esr", "--progress", "100ms", "--ack-wait", "3s"}
 	firstArgs := append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
 		"--early-stop", "asha", "--max-step", "27", "--eta", "3")
-	if sel != "" {
-		firstArgs = append(firstArgs, "--rung-select", sel)
+	if given != "" {
+		firstArgs = append(firstArgs, "--rung-select", given)
 	}
 	first := background(t, firstArgs...)
 	workerArgs := []string{"worker", "--nats", url, "--run", "esr", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.1",
