@@ -135,7 +135,8 @@ type Config struct {
 	// run has, so it is fixed for the run's life. nil means not given;
 	// a rule named RuleNone means none, explicitly. Defaults to none.
 	// Its Select (whether stopped designs may be parents) defaults to
-	// SelectDefault.
+	// SelectDefault; SelectMedianDefault for the median rule, off for
+	// several objectives.
 	EarlyStop *schema.EarlyStop
 	// Objectives are what the run optimizes, and the constraints on it
 	// (see Objectives). It decides the pool, so it is fixed for the run's
@@ -291,6 +292,13 @@ func (c Config) withDefaults() Config {
 	if c.EarlyStop != nil && c.EarlyStop.Select == "" {
 		e := *c.EarlyStop
 		e.Select = SelectDefault
+		switch {
+		case e.Rule == schema.RuleMedian:
+			e.Select = SelectMedianDefault
+		case c.Objectives.Pareto():
+			// A pool ranked by domination takes no stopped design.
+			e.Select = schema.SelectOff
+		}
 		c.EarlyStop = &e
 	}
 	c.Checkpoints = c.Checkpoints.withDefaults()
@@ -438,13 +446,16 @@ const RuleNone = runstate.RuleNone
 const (
 	MinStepDefault = 1
 	EtaDefault     = 3
-	// SelectDefault is whether a new run's stopped designs may be
+	// SelectDefault is whether a new asha run's stopped designs may be
 	// parents (schema.EarlyStop.Select): with reached, on the fidelity
 	// workload, ASHA's best at equal slot-seconds was 0.0064 higher in the
 	// mean over four runs of 10 seeds than with off over five (the spread
-	// of same-setting runs 0.0025); docs/BENCHMARKS.md has the figures. A
-	// run recorded before the field keeps off.
-	SelectDefault = schema.SelectReached
+	// of same-setting runs 0.0025); docs/BENCHMARKS.md has the figures.
+	// A median run takes SelectMedianDefault: its two measurements split.
+	// A run of several objectives takes off: its pool cannot take a
+	// stopped design. A run recorded before the field keeps off.
+	SelectDefault       = schema.SelectReached
+	SelectMedianDefault = schema.SelectOff
 )
 
 // validateEarlyStop checks a rule's parameters, naming the field of

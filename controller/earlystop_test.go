@@ -109,6 +109,7 @@ func TestContinueSelect(t *testing.T) {
 		want     string // the resolved Select; "" for a SettingError
 	}{
 		{"new run, default", nil, rule(""), SelectDefault},
+		{"new median run, default", nil, &schema.EarlyStop{Rule: schema.RuleMedian, MinStep: 1, Eta: 3}, SelectMedianDefault},
 		{"new run, reached", nil, rule(schema.SelectReached), schema.SelectReached},
 		{"new run, off", nil, rule(schema.SelectOff), schema.SelectOff},
 		{"new run, promoted", nil, rule(schema.SelectPromoted), schema.SelectPromoted},
@@ -186,5 +187,28 @@ func TestContinueCostTie(t *testing.T) {
 				t.Fatalf("resolve: cost tie %v, %v; want %v", cfg.CostTie, err, tc.want)
 			}
 		})
+	}
+}
+
+// A new asha run of several objectives selects no stopped design by
+// default, since its pool cannot take one, and starts rather than being
+// refused; given reached, it is refused naming the setting.
+func TestSelectDefaultSeveralObjectives(t *testing.T) {
+	t.Parallel()
+	o, err := runstate.ObjectivesOf(&schema.Run{Objectives: []string{"fitness:max", "params:min"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(sel string) *schema.EarlyStop {
+		return &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: sel}
+	}
+	cfg, _, err := resolve(nil, Config{Run: "x", Space: mlpSpace(t), EarlyStop: rule(""), Objectives: o}, time.Now)
+	if err != nil || cfg.EarlyStop.Select != schema.SelectOff {
+		t.Fatalf("resolve = %+v, %v; want select off", cfg.EarlyStop, err)
+	}
+	_, _, err = resolve(nil, Config{Run: "x", Space: mlpSpace(t), EarlyStop: rule(schema.SelectReached), Objectives: o}, time.Now)
+	var fe *schema.FieldError
+	if !errors.As(err, &fe) || fe.Field != "EarlyStop.Select" {
+		t.Fatalf("resolve with reached = %v; want a FieldError on EarlyStop.Select", err)
 	}
 }
