@@ -493,6 +493,14 @@ type Figures struct {
 	Malformed  int                      `msgpack:"malformed" json:"malformed"`
 	Retried    int                      `msgpack:"retried" json:"retried"`
 	Workers    map[string]WorkerFigures `msgpack:"workers" json:"workers"`
+	// Resumed is the counted designs that resumed from saved progress,
+	// ResumedS the slot-seconds they did not repeat; Scratch and ScratchS
+	// those retrained from scratch and about what that cost
+	// (runstate.Figures). A lease written before they existed has none.
+	Resumed  int     `msgpack:"resumed,omitempty" json:"resumed,omitempty"`
+	ResumedS float64 `msgpack:"resumed_s,omitempty" json:"resumed_s,omitempty"`
+	Scratch  int     `msgpack:"scratch,omitempty" json:"scratch,omitempty"`
+	ScratchS float64 `msgpack:"scratch_s,omitempty" json:"scratch_s,omitempty"`
 	// Quarantined are the slots the results quarantine.
 	Quarantined []QuarantinedSlot `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
 }

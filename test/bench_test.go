@@ -62,7 +62,8 @@ func TestBenchSmoke(t *testing.T) {
 				StoreMB     float64   `json:"store_mb"`
 				Status      []float64 `json:"status_s"`
 			} `json:"scale"`
-			NB201 *nb201Smoke `json:"nb201"`
+			NB201   *nb201Smoke   `json:"nb201"`
+			Preempt *preemptSmoke `json:"preempt"`
 		} `json:"workloads"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &rep); err != nil {
@@ -97,6 +98,8 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		case "nb201":
 			checkNB201Smoke(t, row.NB201, optuna)
+		case "preempt":
+			checkPreemptSmoke(t, row.Preempt)
 		case "memory":
 			if row.Memory == nil || row.Memory.RSSFirstMB <= 0 || row.Memory.RSSEndMB <= 0 {
 				t.Errorf("memory: %+v", row.Memory)
@@ -107,13 +110,49 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201"} {
+	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201", "preempt"} {
 		if !got[w] {
 			t.Errorf("no %s workload in the report", w)
 		}
 	}
 	if !rep.Smoke {
 		t.Error("a smoke run not marked as one")
+	}
+}
+
+// preemptSmoke is what the smoke test reads of the preempt workload's
+// figures.
+type preemptSmoke struct {
+	Seeds []struct {
+		Runs []struct {
+			Mode       string  `json:"mode"`
+			OK         int     `json:"ok"`
+			Unfinished int     `json:"unfinished"`
+			Starts     int     `json:"worker_starts"`
+			Resumed    int     `json:"resumed"`
+			Retrained  int     `json:"retrained"`
+			SlotS      float64 `json:"slot_s"`
+		} `json:"runs"`
+	} `json:"seeds"`
+	Settings struct {
+		Budget  int `json:"budget"`
+		Workers int `json:"workers"`
+	} `json:"settings"`
+}
+
+// checkPreemptSmoke checks the preempt workload's smoke figures: both
+// runs finish their budget on workers started again at their walltimes,
+// and only the run with progress checkpoints resumes designs.
+func checkPreemptSmoke(t *testing.T, p *preemptSmoke) {
+	t.Helper()
+	if p == nil || len(p.Seeds) != 1 || len(p.Seeds[0].Runs) != 2 {
+		t.Fatalf("preempt: %+v, want one seed of two runs", p)
+	}
+	for _, r := range p.Seeds[0].Runs {
+		if r.OK+r.Unfinished != p.Settings.Budget || r.Starts <= p.Settings.Workers || r.SlotS <= 0 ||
+			(r.Mode == "progress") != (r.Resumed > 0) {
+			t.Errorf("preempt %s run: %+v, want the budget done on requeued workers, designs resumed only with progress", r.Mode, r)
+		}
 	}
 }
 

@@ -44,7 +44,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", "Runs named workloads end to end with real worker processes over TCP and prints evoq run's figures;\n"+
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
-		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
+		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit),\n"+
+		"preempt (workers cut by short walltimes and requeued, with sim's progress checkpoints and without),\n"+
 		"stoplatency (a persistent Python evaluator's stop answers) and zdt (several objectives: zdt1 and zdt2\n"+
 		"against their true fronts and the textbook NSGA-II), nb201 (NAS-Bench-201's ImageNet16-120 landscape\n"+
 		"against Optuna TPE and random search).", c.env.Stderr)
@@ -55,7 +56,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency evaluator runs with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, zdt and nb201: seeds 1..N (default 5, nb201 10; 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, preempt, zdt and nb201: seeds 1..N (default 5, preempt 3, nb201 10; 1 with --smoke)")
 	fs.StringVar(&c.nb201Args, "nb201-args", "", "nb201: evoq run flags added to each of its evoq runs, space-separated, such as '--replace oldest --pool 20': the settings a comparison of defaults measures")
 	fs.StringVar(&c.fidelityArgs, "fidelity-args", "", "fidelity: evoq run flags added to each early-stopping run (not the full-training runs), space-separated, such as '--eta 2 --rung-select reached': the settings a comparison of defaults measures")
 	fs.StringVar(&c.fidelityRules, "fidelity-rules", "median,asha", "fidelity: comma-separated early-stopping rules run beside full training: median, asha or both")
@@ -178,6 +179,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 				return err
 			}
 			printInherit(c.env.Stdout, r.Inherit, rep.Smoke)
+		case r.Preempt != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			r.Preempt.Print(c.env.Stdout, rep.Smoke)
 		case r.ZDT != nil:
 			if err := w.Flush(); err != nil { // the table below aligns its own columns
 				return err

@@ -523,7 +523,8 @@ type evalFlags struct {
 	persistent             bool
 	simMean, simFail       float64
 	simSigma               float64
-	simCurve               bool
+	simCurve, simProgress  bool
+	simFixedTime           bool
 	simSteps               int
 	simCheckpoint          string
 	simCheckpointBytes     int64 // resolved by validate
@@ -534,7 +535,7 @@ type evalFlags struct {
 
 // evalFlagNames are the flags of evalFlags.
 var evalFlagNames = []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "stop-grace",
-	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "nb201-noise"}
+	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "sim-progress", "sim-fixed-time", "nb201-noise"}
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
 	e.fs = fs
@@ -546,6 +547,8 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&e.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
 	fs.BoolVar(&e.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
 	fs.IntVar(&e.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
+	fs.BoolVar(&e.simProgress, "sim-progress", false, "sim with --sim-curve: save the design's step after each step, and resume an interrupted design (the walltime, a worker lost) from its last saved step, as a trainer that saves progress checkpoints does")
+	fs.BoolVar(&e.simFixedTime, "sim-fixed-time", false, "sim: draw each design's time from the design alone, so that every attempt of it takes as long, as a real training does (default: each attempt draws its own)")
 	fs.DurationVar(&e.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
 	fs.DurationVar(&e.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
 	fs.Float64Var(&e.nb201Noise, "nb201-noise", 0, "nb201: standard deviation, in accuracy points, of normal noise added to each evaluation, so that the same cell evaluated twice differs as two trainings would (0: none)")
@@ -653,6 +656,9 @@ func (e *evalFlags) spec(rec *schema.Evaluator) (*schema.Evaluator, error) {
 	}
 	s.Sim = e.simSpec(s.Sim, s.Builtin == schema.EvaluatorSim, set)
 	s.NB201 = e.nb201Spec(s.NB201, s.Builtin == schema.EvaluatorNB201, set)
+	if s.Sim != nil && s.Sim.Progress && !s.Sim.Curve {
+		return nil, usageErr("--sim-progress needs --sim-curve: sim saves the step of its curve, and without one it has none")
+	}
 	if s.Persistent && s.Cmd == "" {
 		return nil, usageErr("--persistent needs --eval-cmd (the run's evaluator is the built-in %s)", s.Builtin)
 	}
@@ -669,7 +675,7 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 		return nil
 	}
 	s := schema.SimEvaluator{Mean: time.Duration(e.simMean * float64(time.Second)), Sigma: e.simSigma, Fail: e.simFail,
-		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes}
+		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes, Progress: e.simProgress, FixedTime: e.simFixedTime}
 	if rec == nil {
 		return &s
 	}
@@ -677,7 +683,8 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 	for name, take := range map[string]func(){
 		"sim-mean": func() { out.Mean = s.Mean }, "sim-sigma": func() { out.Sigma = s.Sigma }, "sim-fail": func() { out.Fail = s.Fail },
 		"sim-curve": func() { out.Curve = s.Curve }, "sim-steps": func() { out.Steps = s.Steps },
-		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }} {
+		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }, "sim-progress": func() { out.Progress = s.Progress },
+		"sim-fixed-time": func() { out.FixedTime = s.FixedTime }} {
 		if set(name) {
 			take()
 		}
@@ -720,7 +727,8 @@ func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, er
 		return evaluators.MLP{}, nil
 	case schema.EvaluatorSim:
 		s := spec.Sim
-		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint}, nil
+		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint,
+			Progress: s.Progress, FixedTime: s.FixedTime}, nil
 	case schema.EvaluatorNoop:
 		return evaluators.Noop{}, nil
 	case schema.EvaluatorZDT1, schema.EvaluatorZDT2:

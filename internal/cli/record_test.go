@@ -31,6 +31,7 @@ var recordedFlags = map[string]string{
 	"eval-timeout": "evaluator.timeout_ns", "stop-grace": "evaluator.stop_grace_ns",
 	"sim-mean": "evaluator.sim.mean_ns", "sim-sigma": "evaluator.sim.sigma", "sim-fail": "evaluator.sim.fail",
 	"sim-curve": "evaluator.sim.curve", "sim-steps": "evaluator.sim.steps", "sim-checkpoint": "evaluator.sim.checkpoint",
+	"sim-progress": "evaluator.sim.progress", "sim-fixed-time": "evaluator.sim.fixed_time",
 	"nb201-noise": "evaluator.nb201.noise",
 }
 
