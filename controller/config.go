@@ -450,7 +450,7 @@ const (
 	// parents (schema.EarlyStop.Select): with reached, on the fidelity
 	// workload, ASHA's best at equal slot-seconds was 0.0064 higher in the
 	// mean over four runs of 10 seeds than with off over five (the spread
-	// of same-setting runs 0.0025); docs/BENCHMARKS.md has the figures.
+	// of same-setting runs: a standard deviation of 0.0026); docs/BENCHMARKS.md has the figures.
 	// A median run takes SelectMedianDefault: its two measurements split.
 	// A run of several objectives takes off: its pool cannot take a
 	// stopped design. A run recorded before the field keeps off.
