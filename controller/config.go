@@ -449,8 +449,9 @@ const (
 	// SelectDefault is whether a new asha run's stopped designs may be
 	// parents (schema.EarlyStop.Select): with reached, on the fidelity
 	// workload, ASHA's best at equal slot-seconds was 0.0064 higher in the
-	// mean over four runs of 10 seeds than with off over five (the spread
-	// of same-setting runs: a standard deviation of 0.0026); docs/BENCHMARKS.md has the figures.
+	// mean over four runs of 10 seeds than with off over five, whose
+	// runs differ by a standard deviation of 0.0026; docs/BENCHMARKS.md
+	// has the figures.
 	// A median run takes SelectMedianDefault: its two measurements split.
 	// A run of several objectives takes off: its pool cannot take a
 	// stopped design. A run recorded before the field keeps off.
