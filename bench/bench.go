@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/evoq/evoq/runstate"
+	"github.com/evoq/evoq/schema"
 )
 
 // PythonDefault is the Python that has Debian's python3-distributed.
@@ -104,6 +105,14 @@ type Config struct {
 	// the candidate settings a comparison of defaults measures. Defaults
 	// to none, evoq's defaults.
 	NB201Args []string
+	// FidelityArgs are flags added to each early-stopping run of the
+	// fidelity workload (not to its full-training runs), after its own,
+	// so that they override them (--eta 2, --rung-select reached): the
+	// settings a comparison of defaults measures. Defaults to none.
+	FidelityArgs []string
+	// FidelityRules are the early-stopping rules the fidelity workload
+	// runs beside full training, of median and asha. Defaults to both.
+	FidelityRules []string
 	// NB201NoBaselines leaves the nb201 workload's Optuna baselines out,
 	// and with them the targets that compare with them. Defaults to
 	// false: they run, and Python must have Debian's python3-optuna.
@@ -144,6 +153,11 @@ func (c Config) validate() error {
 	}
 	if !slices.Contains(LoopVariants, c.Loop) {
 		return &ConfigError{Field: "Loop", Value: c.Loop, Reason: fmt.Sprintf("want one of %s", strings.Join(LoopVariants, ", "))}
+	}
+	for _, rule := range c.FidelityRules {
+		if rule != schema.RuleMedian && rule != schema.RuleASHA {
+			return &ConfigError{Field: "FidelityRules", Value: rule, Reason: "want median or asha"}
+		}
 	}
 	if c.Seeds < 0 {
 		return &ConfigError{Field: "Seeds", Value: strconv.Itoa(c.Seeds), Reason: "want 1 or more (0 for the default)"}

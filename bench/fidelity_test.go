@@ -434,3 +434,20 @@ func checkStopLatencySmoke(t *testing.T, row *Row) {
 			s.Rung, s.Stop, s.Other)
 	}
 }
+
+// Config.FidelityArgs reach the early-stopping runs after their own flags,
+// so that they override them, and never the full-training run.
+func TestFidelityExtraArgs(t *testing.T) {
+	t.Parallel()
+	s := fidelitySettings(false, 0)
+	s.Args = []string{"--eta", "2", "--rung-select", "reached"}
+	if full := s.args(1, ruleNone); slices.Contains(full, "--rung-select") || flagValue(full, "--eta") != "" {
+		t.Errorf("full run %v: the rules' flags", full)
+	}
+	for _, rule := range fidelityRules {
+		args := s.args(1, rule)
+		if !slices.Equal(args[len(args)-4:], s.Args) || slices.Index(args, "--eta") > slices.Index(args, "--rung-select") {
+			t.Errorf("%s: %v; want the extra flags last", rule, args)
+		}
+	}
+}

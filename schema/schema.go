@@ -268,6 +268,11 @@ type Variation struct {
 	// evaluations are not spent on designs already measured; false in
 	// runs recorded before it was kept, whose children may repeat them.
 	Novel bool `msgpack:"novel,omitempty" json:"novel,omitempty"`
+	// CostTie: two tournament entrants whose fitness differ by at most
+	// CostTie are compared by the slot-seconds their evaluation took,
+	// the cheaper winning; 0 (and runs recorded before it was kept):
+	// fitness alone.
+	CostTie float64 `msgpack:"cost_tie,omitempty" json:"cost_tie,omitempty"`
 }
 
 // Run is the state of a run, stored in RunBucket under the run ID. Workers

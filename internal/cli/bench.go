@@ -18,22 +18,23 @@ import (
 // TCP, and with --vs-dask the same workload on Dask distributed; package
 // bench does the work.
 type benchCmd struct {
-	env       Env
-	workloads string
-	vsDask    bool
-	smoke     bool
-	jsonOut   bool
-	python    string
-	script    string
-	dir       string
-	seeds     int
-	helper    string
-	loop      string
-	against   string
-	rounds    int
-	repo      string
-	nb201Args string
-	nb201Base bool
+	env                         Env
+	workloads                   string
+	vsDask                      bool
+	smoke                       bool
+	jsonOut                     bool
+	python                      string
+	script                      string
+	dir                         string
+	seeds                       int
+	helper                      string
+	loop                        string
+	against                     string
+	rounds                      int
+	repo                        string
+	nb201Args                   string
+	fidelityArgs, fidelityRules string
+	nb201Base                   bool
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -57,6 +58,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
 	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, preempt, zdt and nb201: seeds 1..N (default 5, preempt 3, nb201 10; 1 with --smoke)")
 	fs.StringVar(&c.nb201Args, "nb201-args", "", "nb201: evoq run flags added to each of its evoq runs, space-separated, such as '--replace oldest --pool 20': the settings a comparison of defaults measures")
+	fs.StringVar(&c.fidelityArgs, "fidelity-args", "", "fidelity: evoq run flags added to each early-stopping run (not the full-training runs), space-separated, such as '--eta 2 --rung-select reached': the settings a comparison of defaults measures")
+	fs.StringVar(&c.fidelityRules, "fidelity-rules", "median,asha", "fidelity: comma-separated early-stopping rules run beside full training: median, asha or both")
 	fs.BoolVar(&c.nb201Base, "nb201-baselines", true, "nb201: run the Optuna TPE and random search baselines (needs Debian's python3-optuna); false leaves them, and the targets against them, out")
 	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
 		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
@@ -74,7 +77,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	}
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
 		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
-		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base}
+		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base,
+		FidelityArgs: strings.Fields(c.fidelityArgs), FidelityRules: strings.Split(c.fidelityRules, ",")}
 	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
 		return usageErr("--rounds and --repo: with --against only")
 	}
