@@ -224,7 +224,7 @@ func TestSummarize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := &Fidelity{Seeds: tc.seeds}
+			f := &Fidelity{Settings: FidelitySettings{Rules: fidelityRules}, Seeds: tc.seeds}
 			f.summarize([]float64{3, 1, 2})
 			if len(f.Medians) != 2 || f.Medians[1].Rule != schema.RuleASHA {
 				t.Fatalf("medians %+v, want median's then asha's", f.Medians)
