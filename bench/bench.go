@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/evoq/evoq/runstate"
+	"github.com/evoq/evoq/schema"
 )
 
 // PythonDefault is the Python that has Debian's python3-distributed.
@@ -76,8 +77,8 @@ type Config struct {
 	// removed when Run returns.
 	Dir string
 	// Seeds is the number of seeds, 1..Seeds, of the fidelity, inherit,
-	// zdt, nb201 and train20 workloads. Defaults to 5 (nb201: 10,
-	// train20: 3), or 1 with Smoke.
+	// preempt, zdt, nb201 and train20 workloads. Defaults to 5 (preempt:
+	// 3, nb201: 10, train20: 3), or 1 with Smoke.
 	Seeds int
 	// EvalHelper is the directory of evoq_eval.py, the Python helper the
 	// stoplatency and train20 workloads' evaluators import (train20's
@@ -105,6 +106,14 @@ type Config struct {
 	// the candidate settings a comparison of defaults measures. Defaults
 	// to none, evoq's defaults.
 	NB201Args []string
+	// FidelityArgs are flags added to each early-stopping run of the
+	// fidelity workload (not to its full-training runs), after its own,
+	// so that they override them (--eta 2, --rung-select reached): the
+	// settings a comparison of defaults measures. Defaults to none.
+	FidelityArgs []string
+	// FidelityRules are the early-stopping rules the fidelity workload
+	// runs beside full training, of median and asha. Defaults to both.
+	FidelityRules []string
 	// NB201NoBaselines leaves the nb201 workload's Optuna baselines out,
 	// and with them the targets that compare with them. Defaults to
 	// false: they run, and Python must have Debian's python3-optuna.
@@ -153,6 +162,11 @@ func (c Config) validate() error {
 	}
 	if !slices.Contains(LoopVariants, c.Loop) {
 		return &ConfigError{Field: "Loop", Value: c.Loop, Reason: fmt.Sprintf("want one of %s", strings.Join(LoopVariants, ", "))}
+	}
+	for _, rule := range c.FidelityRules {
+		if rule != schema.RuleMedian && rule != schema.RuleASHA {
+			return &ConfigError{Field: "FidelityRules", Value: rule, Reason: "want median or asha"}
+		}
 	}
 	if c.Seeds < 0 {
 		return &ConfigError{Field: "Seeds", Value: strconv.Itoa(c.Seeds), Reason: "want 1 or more (0 for the default)"}
@@ -224,6 +238,8 @@ type Row struct {
 	StopLatency *StopLatency `json:"stop_latency,omitempty"`
 	// Inherit is the inherit workload's figures.
 	Inherit *Inherit `json:"inherit,omitempty"`
+	// Preempt is the preempt workload's figures.
+	Preempt *Preempt `json:"preempt,omitempty"`
 	// ZDT is the zdt workload's figures.
 	ZDT *ZDT `json:"zdt,omitempty"`
 	// NB201 is the nb201 workload's figures.
@@ -362,6 +378,8 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 		err = r.runStopLatency(ctx, row)
 	case "inherit":
 		err = r.runInherit(ctx, row)
+	case "preempt":
+		err = r.runPreempt(ctx, row)
 	case "zdt":
 		err = r.runZDT(ctx, row)
 	case "nb201":
@@ -371,7 +389,7 @@ func (r *runner) run(ctx context.Context, w *workload) error {
 	default:
 		err = r.runEvoq(ctx, w, row)
 	}
-	if err == nil && !r.cfg.Smoke && w.name != "growth" { // growth is measured, not judged
+	if err == nil && !r.cfg.Smoke && w.name != "growth" && w.name != "preempt" { // measured, not judged
 		ok := met(row)
 		row.Met = &ok
 	}

@@ -150,6 +150,8 @@ func TestConfig(t *testing.T) {
 		{"negative seeds", Config{Evoq: exe, Seeds: -1}, "Seeds"},
 		{"batched loop", Config{Evoq: exe, Loop: LoopBatched}, ""},
 		{"unknown loop", Config{Evoq: exe, Loop: "fast"}, "Loop"},
+		{"fidelity rules", Config{Evoq: exe, FidelityRules: []string{"asha"}}, ""},
+		{"unknown fidelity rule", Config{Evoq: exe, FidelityRules: []string{"asha", "hyperband"}}, "FidelityRules"},
 		{"helper directory without the helper", Config{Evoq: exe, EvalHelper: t.TempDir()}, "EvalHelper"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/evoq/evoq/internal/testutil"
 )
 
 // The smoke tests run the evoq binary, built once for all of them.
@@ -24,8 +26,7 @@ func smokeEvoq(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds and runs evoq")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go tool to build evoq with: %v", err)
 	}
 	evoqBin.once.Do(func() {
@@ -33,7 +34,7 @@ func smokeEvoq(t *testing.T) string {
 			return
 		}
 		evoqBin.path = filepath.Join(evoqBin.dir, "evoq")
-		evoqBin.out, evoqBin.err = exec.Command(goTool, "build", "-o", evoqBin.path, "../cmd/evoq").CombinedOutput()
+		evoqBin.out, evoqBin.err = testutil.BuildEvoq(evoqBin.path)
 	})
 	if evoqBin.err != nil {
 		t.Fatalf("build evoq: %v\n%s", evoqBin.err, evoqBin.out)
@@ -42,6 +43,10 @@ func smokeEvoq(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The revision TestAgainstSmoke builds then shares the dependencies
+	// that smokeEvoq's static build compiled, instead of compiling them
+	// all again with cgo.
+	os.Setenv("CGO_ENABLED", "0")
 	code := m.Run()
 	if evoqBin.dir != "" {
 		os.RemoveAll(evoqBin.dir)

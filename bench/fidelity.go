@@ -39,6 +39,11 @@ type FidelitySettings struct {
 	// costs wall time. Each rule's Coverage says whether it was enough.
 	Factor map[string]int `json:"budget_factor"`
 	Seeds  int            `json:"seeds"`
+	// Rules are the early-stopping rules run beside full training, in
+	// order (Config.FidelityRules), and Args the flags added to their
+	// runs (Config.FidelityArgs).
+	Rules []string `json:"rules"`
+	Args  []string `json:"args,omitempty"`
 }
 
 // fidelityRules are the rules the fidelity workload measures, in order.
@@ -57,7 +62,7 @@ const ruleNone = "none"
 // 1.3 to 1.7 times (each FidelityRule's Coverage).
 func fidelitySettings(smoke bool, seeds int) FidelitySettings {
 	s := FidelitySettings{Slots: 16, Workers: 2, SimMeanS: 0.5, Steps: 27, Budget: 300,
-		Factor: map[string]int{schema.RuleMedian: 3, schema.RuleASHA: 10}, Seeds: 5}
+		Factor: map[string]int{schema.RuleMedian: 3, schema.RuleASHA: 10}, Seeds: 5, Rules: fidelityRules}
 	if smoke {
 		s.Slots, s.SimMeanS, s.Budget, s.Seeds = 8, 0.05, 24, 1
 	}
@@ -90,6 +95,7 @@ func (s FidelitySettings) args(seed int, rule string) []string {
 		"--log-level", "debug", "--log-format", "json"}
 	if rule != ruleNone {
 		args = append(args, "--early-stop", rule, "--min-step", "1", "--max-step", strconv.Itoa(s.Steps), "--eta", "3")
+		args = append(args, s.Args...)
 	}
 	return args
 }
@@ -100,7 +106,7 @@ func fidelityRunID(seed int) string { return "fidelity-s" + strconv.Itoa(seed) }
 type Fidelity struct {
 	Settings FidelitySettings `json:"settings"`
 	Seeds    []*FidelitySeed  `json:"seeds"`
-	// Medians are each rule's figures over the seeds, in fidelityRules'
+	// Medians are each rule's figures over the seeds, in Settings.Rules'
 	// order.
 	Medians []*FidelityMedian `json:"medians"`
 	// Decisions is the asha runs' workers' time to get the controller's
@@ -184,6 +190,10 @@ type FidelityMedian struct {
 // each rule's.
 func (r *runner) runFidelity(ctx context.Context, row *Row) error {
 	s := fidelitySettings(r.cfg.Smoke, r.cfg.Seeds)
+	if len(r.cfg.FidelityRules) > 0 {
+		s.Rules = r.cfg.FidelityRules
+	}
+	s.Args = r.cfg.FidelityArgs
 	fig := &Fidelity{Settings: s}
 	row.Fidelity = fig
 	var answers []float64
@@ -214,7 +224,7 @@ func (r *runner) fidelitySeed(ctx context.Context, s FidelitySettings, seed int)
 	}
 	var answers []float64
 	asked := 0
-	for _, rule := range fidelityRules {
+	for _, rule := range s.Rules {
 		p, spans, err := r.fidelityRun(ctx, s, seed, rule)
 		if err != nil {
 			return nil, nil, 0, err
@@ -277,7 +287,7 @@ func readSpans(ctx context.Context, dir, run string) ([]span, error) {
 // summarize computes the medians, the decision times and the verdicts.
 func (f *Fidelity) summarize(answers []float64) {
 	f.Medians = nil
-	for i, rule := range fidelityRules {
+	for i, rule := range f.Settings.Rules {
 		var full []FidelityRun
 		var runs []*FidelityRule
 		for _, fs := range f.Seeds {

@@ -224,7 +224,7 @@ func TestSummarize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := &Fidelity{Seeds: tc.seeds}
+			f := &Fidelity{Settings: FidelitySettings{Rules: fidelityRules}, Seeds: tc.seeds}
 			f.summarize([]float64{3, 1, 2})
 			if len(f.Medians) != 2 || f.Medians[1].Rule != schema.RuleASHA {
 				t.Fatalf("medians %+v, want median's then asha's", f.Medians)
@@ -432,5 +432,22 @@ func checkStopLatencySmoke(t *testing.T, row *Row) {
 	if s.Rung == nil || s.Stop == nil || s.Other == nil || s.Stop.N != s.Stopped || s.Rung.N < want.Budget || s.Rung.P50 <= 0 {
 		t.Errorf("answers at rungs %+v, stop answers %+v, elsewhere %+v; want a stop answer per stopped design, a rung answer per design at least",
 			s.Rung, s.Stop, s.Other)
+	}
+}
+
+// Config.FidelityArgs reach the early-stopping runs after their own flags,
+// so that they override them, and never the full-training run.
+func TestFidelityExtraArgs(t *testing.T) {
+	t.Parallel()
+	s := fidelitySettings(false, 0)
+	s.Args = []string{"--eta", "2", "--rung-select", "reached"}
+	if full := s.args(1, ruleNone); slices.Contains(full, "--rung-select") || flagValue(full, "--eta") != "" {
+		t.Errorf("full run %v: the rules' flags", full)
+	}
+	for _, rule := range fidelityRules {
+		args := s.args(1, rule)
+		if !slices.Equal(args[len(args)-4:], s.Args) || slices.Index(args, "--eta") > slices.Index(args, "--rung-select") {
+			t.Errorf("%s: %v; want the extra flags last", rule, args)
+		}
 	}
 }

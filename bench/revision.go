@@ -47,7 +47,10 @@ func buildRevision(ctx context.Context, repo, ref, dir string, log io.Writer) (*
 		return nil, fmt.Errorf("write out %s: %w", ref, err)
 	}
 	// -buildvcs=false: the tree written out has no .git to stamp from.
-	build := exec.CommandContext(ctx, goTool, "build", "-buildvcs=false", "-o", bin, "./cmd/evoq")
+	// -trimpath: the tree is written to a new directory each time, and
+	// without it the build cache, which keys a package by its directory,
+	// would compile evoq's own packages anew on every bench.
+	build := exec.CommandContext(ctx, goTool, "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/evoq")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build %s: %w\n%s", ref, err, tailText(string(out), 2000))

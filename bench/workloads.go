@@ -12,7 +12,7 @@ type workload struct {
 	name  string
 	about string
 	// evoq run flags, full and smoke; nil for exascale, growth, memory, replay, fidelity,
-	// inherit, stoplatency, zdt, nb201 and train20, which start their processes themselves
+	// inherit, preempt, stoplatency, zdt, nb201 and train20, which start their processes themselves
 	args, smokeArgs []string
 	// Dask baseline flags, full and smoke; nil: no Dask counterpart
 	dask, smokeDask []string
@@ -20,9 +20,10 @@ type workload struct {
 }
 
 // workloads are the benchmarks, in the order "all" runs them: replay reads
-// the store that memory wrote. fidelity, inherit, stoplatency and zdt
-// start their own runs: their settings are in fidelity.go, inherit.go,
-// stoplatency.go, zdt.go, nb201.go and train20.go.
+// the store that memory wrote. fidelity, inherit, preempt, stoplatency,
+// zdt, nb201 and train20 start their own runs: their settings are in
+// fidelity.go, inherit.go, preempt.go, stoplatency.go, zdt.go, nb201.go
+// and train20.go.
 var workloads = []*workload{
 	{name: "noop", about: "no-op evaluations, 8 slots in 2 worker processes: evoq's own overhead",
 		args:      []string{"--evaluator", "noop", "--slots", "8", "--workers", "2", "--budget", "20000"},
@@ -63,6 +64,10 @@ var workloads = []*workload{
 	{name: "inherit", about: "the built-in mlp search from scratch against the same search with --inherit, " +
 		"same seeds, slots and design budget: slot-seconds to reach the from-scratch search's best",
 		target: "--inherit reaches the from-scratch search's best in <= 60% of the slot-seconds it took (median over the seeds)"},
+	{name: "preempt", about: "sim learning curves on workers whose walltime is several times shorter than the run, " +
+		"each started again when it exits at its walltime (a requeue), the controller up throughout; with --sim-progress " +
+		"and without, same seeds: slot-seconds to finish the budget, designs resumed, slot-seconds retrained from scratch",
+		target: "none: measured, not judged (docs/BENCHMARKS.md keeps the figures)"},
 	{name: "stoplatency", about: "a persistent Python evaluator (python/evoq_eval.py) under asha: " +
 		"time from before each report() to its return, at the rungs",
 		target: "p99 <= 50 ms at the rungs, for every answer and for the stop answers alone"},

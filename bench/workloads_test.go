@@ -20,7 +20,7 @@ func flagValue(args []string, name string) string {
 
 func TestWorkloadTable(t *testing.T) {
 	t.Parallel()
-	if got, want := Names(), []string{"noop", "sim", "scale", "exascale", "growth", "memory", "replay", "fidelity", "inherit", "stoplatency", "zdt", "nb201", "train20"}; !slices.Equal(got, want) {
+	if got, want := Names(), []string{"noop", "sim", "scale", "exascale", "growth", "memory", "replay", "fidelity", "inherit", "preempt", "stoplatency", "zdt", "nb201", "train20"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v (replay must follow memory)", got, want)
 	}
 	for _, w := range workloads {
@@ -32,7 +32,7 @@ func TestWorkloadTable(t *testing.T) {
 			if (w.dask == nil) != (w.smokeDask == nil) {
 				t.Errorf("dask %v, smoke dask %v: a smoke run would skip or invent a Dask run", w.dask, w.smokeDask)
 			}
-			if own := []string{"exascale", "growth", "memory", "replay", "fidelity", "inherit", "stoplatency", "zdt", "nb201", "train20"}; slices.Contains(own, w.name) {
+			if own := []string{"exascale", "growth", "memory", "replay", "fidelity", "inherit", "preempt", "stoplatency", "zdt", "nb201", "train20"}; slices.Contains(own, w.name) {
 				if w.args != nil || w.dask != nil {
 					t.Errorf("%s starts its own processes; it has no evoq run flags", w.name)
 				}

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +26,18 @@ const SnapshotIdle = 30 * time.Second
 // stream that stops delivering for two of them (a node lost) ends the
 // read with an error instead of a wait for ever.
 const snapshotHeartbeat = 2 * time.Second
+
+// snapshotQuiet is how long a ReadStored consumer that still beats may
+// deliver nothing before the read ends. The consumer counts what it will
+// deliver when it is made, and each message tells how many remain; but a
+// message removed before it was delivered (the controller replaces a
+// design's progress: a new message, then the older ones purged) is not
+// always taken off that count, and the last message delivered then says
+// that more remain. The broker beats only while it has nothing to
+// deliver, and a consumer that stops beating fails the read after two
+// beats (ErrSnapshotStalled): three beats of quiet with no such failure
+// mean it has delivered all there is.
+const snapshotQuiet = 3 * snapshotHeartbeat
 
 // ErrSnapshotStalled means a ReadStored consumer stopped delivering
 // before it had handed over every message stored when it began.
@@ -44,16 +59,52 @@ var ErrSnapshotGap = errors.New("a message was lost on the way")
 // credential that may not delete them would wait that long on every
 // read and log a permissions violation.
 func ReadStored(ctx context.Context, js jetstream.JetStream, stream, filter string, lastPerSubject bool, fn func(jetstream.Msg) error) error {
-	policy := jetstream.DeliverAllPolicy
-	if lastPerSubject {
-		policy = jetstream.DeliverLastPerSubjectPolicy
+	if !lastPerSubject {
+		return readStored(ctx, js, stream, filter, fn)
 	}
+	// The broker's own last-per-subject consumer walks a list of the
+	// sequences it was made with, and one of those removed before it is
+	// delivered (the controller replaces a design's progress) stalls it
+	// (nats-server 2.15): it delivers nothing more, not even what was
+	// stored after it began. So every message is read, and the last of
+	// each subject kept here; the streams read this way hold about one a
+	// subject.
+	type stored struct {
+		seq uint64
+		msg jetstream.Msg
+	}
+	last := map[string]stored{}
+	err := readStored(ctx, js, stream, filter, func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		last[m.Subject()] = stored{meta.Sequence.Stream, m}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	msgs := slices.SortedFunc(maps.Values(last), func(a, b stored) int { return cmp.Compare(a.seq, b.seq) })
+	for _, s := range msgs {
+		if err := fn(s.msg); err != nil {
+			if errors.Is(err, ErrStopReading) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readStored is ReadStored of every message.
+func readStored(ctx context.Context, js jetstream.JetStream, stream, filter string, fn func(jetstream.Msg) error) error {
 	inbox := js.Conn().NewInbox()
 	cons, err := js.CreatePushConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Name:              strings.ReplaceAll(strings.TrimPrefix(nats.NewInbox(), "_INBOX."), ".", ""),
 		DeliverSubject:    inbox,
 		FilterSubject:     filter,
-		DeliverPolicy:     policy,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		FlowControl:       true,
 		IdleHeartbeat:     snapshotHeartbeat,
@@ -67,7 +118,7 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
-	r := &storedRead{fn: fn, end: make(chan error, 1)}
+	r := &storedRead{fn: fn, end: make(chan error, 1), last: time.Now()}
 	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 			r.finish(fmt.Errorf("read %s of stream %s: %w (%v)", filter, stream, ErrSnapshotStalled, err))
@@ -77,15 +128,21 @@ func ReadStored(ctx context.Context, js jetstream.JetStream, stream, filter stri
 		return fmt.Errorf("read %s of stream %s: %w", filter, stream, err)
 	}
 	defer cc.Stop()
-	select {
-	case err := <-r.end:
-		if errors.Is(err, ErrStopReading) {
-			return nil
+	tick := time.NewTicker(snapshotHeartbeat / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-r.end:
+			if errors.Is(err, ErrStopReading) {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			r.endQuiet()
+		case <-ctx.Done():
+			r.finish(ctx.Err())
+			return fmt.Errorf("read %s of stream %s: %w", filter, stream, ctx.Err())
 		}
-		return err
-	case <-ctx.Done():
-		r.finish(ctx.Err())
-		return fmt.Errorf("read %s of stream %s: %w", filter, stream, ctx.Err())
 	}
 }
 
@@ -99,6 +156,20 @@ type storedRead struct {
 	// seq is the consumer sequence of the last message handed on: a
 	// message lost on the way (a reconnect) shows as a gap.
 	seq uint64
+	// last is when the read began or fn last returned; busy says fn is
+	// running (under mu).
+	last time.Time
+	busy bool
+}
+
+// endQuiet ends the read once nothing came for snapshotQuiet: see there.
+func (r *storedRead) endQuiet() {
+	r.mu.Lock()
+	quiet := !r.busy && time.Since(r.last) >= snapshotQuiet
+	r.mu.Unlock()
+	if quiet {
+		r.finish(nil)
+	}
 }
 
 func (r *storedRead) handle(m jetstream.Msg) {
@@ -118,13 +189,22 @@ func (r *storedRead) handle(m jetstream.Msg) {
 		return
 	}
 	r.seq = meta.Sequence.Consumer
-	if err := r.fn(m); err != nil {
+	r.setBusy(true)
+	err = r.fn(m)
+	r.setBusy(false)
+	if err != nil {
 		r.finish(err)
 		return
 	}
 	if meta.NumPending == 0 {
 		r.finish(nil)
 	}
+}
+
+func (r *storedRead) setBusy(busy bool) {
+	r.mu.Lock()
+	r.busy, r.last = busy, time.Now()
+	r.mu.Unlock()
 }
 
 // finish ends the read with err, once.

@@ -177,7 +177,9 @@ func (t *ckptTracker) result(r *schema.Result, v runstate.Verdict, f *runstate.F
 				t.inherited++
 			}
 		}
-		if r.Status == schema.StatusOK && f.Evicted() != id {
+		// A stopped design is in the pool when the run selects on the
+		// fitness designs reached (schema.SelectReached).
+		if (r.Status == schema.StatusOK || f.Added()) && f.Evicted() != id {
 			t.inPool[id] = true
 			if r.Checkpoint != nil {
 				t.refs[id] = *r.Checkpoint

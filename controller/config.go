@@ -40,6 +40,12 @@ const (
 	// docs/BENCHMARKS.md has the figures.
 	CrossoverDefault    = 0.9
 	MutationRateDefault = 0.0
+	// CostTieDefault compares tournament entrants by fitness alone
+	// (Config.CostTie): on the fidelity workload, whose evaluation times
+	// are not heritable, preferring the cheaper of near-equal designs
+	// cannot pay, and no workload here has heritable cost;
+	// docs/BENCHMARKS.md has the figures.
+	CostTieDefault = 0.0
 	// NovelDefault makes children novel (Config.Novel): on NAS-Bench-201
 	// a third of a default run's evaluations repeated a design already
 	// measured; docs/BENCHMARKS.md has the figures.
@@ -128,6 +134,9 @@ type Config struct {
 	// at a rung and end with status stopped. It decides which results the
 	// run has, so it is fixed for the run's life. nil means not given;
 	// a rule named RuleNone means none, explicitly. Defaults to none.
+	// Its Select (whether stopped designs may be parents) defaults to
+	// SelectDefault; SelectMedianDefault for the median rule, off for
+	// several objectives.
 	EarlyStop *schema.EarlyStop
 	// Objectives are what the run optimizes, and the constraints on it
 	// (see Objectives). It decides the pool, so it is fixed for the run's
@@ -146,6 +155,12 @@ type Config struct {
 	// not given. Defaults to CrossoverDefault and MutationRateDefault.
 	Crossover    *float64
 	MutationRate *float64
+	// CostTie makes a tournament compare two entrants whose fitness
+	// differ by at most CostTie by the slot-seconds their evaluations
+	// took, the cheaper winning (runstate.Pool.SetCostTie); 0 compares
+	// fitness alone. It chooses the parents, so it is fixed for the
+	// run's life. nil means not given. Defaults to CostTieDefault.
+	CostTie *float64
 	// Novel makes a child whose genome is one of the last
 	// runstate.SeenWindow counted designs' again, up to NovelTries draws:
 	// fixed for the run's life. nil means not given. Defaults to
@@ -274,6 +289,18 @@ func (c Config) withDefaults() Config {
 	if c.EarlyStop != nil && c.EarlyStop.Rule == RuleNone {
 		c.EarlyStop = nil
 	}
+	if c.EarlyStop != nil && c.EarlyStop.Select == "" {
+		e := *c.EarlyStop
+		e.Select = SelectDefault
+		switch {
+		case e.Rule == schema.RuleMedian:
+			e.Select = SelectMedianDefault
+		case c.Objectives.Pareto():
+			// A pool ranked by domination takes no stopped design.
+			e.Select = schema.SelectOff
+		}
+		c.EarlyStop = &e
+	}
 	c.Checkpoints = c.Checkpoints.withDefaults()
 	if c.Novel == nil {
 		c.Novel = new(NovelDefault)
@@ -283,6 +310,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MutationRate == nil {
 		c.MutationRate = new(float64(MutationRateDefault))
+	}
+	if c.CostTie == nil {
+		c.CostTie = new(float64(CostTieDefault))
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -355,6 +385,10 @@ func (c Config) ValidateGiven() error {
 	if err := validateEarlyStop(c.EarlyStop); err != nil {
 		return err
 	}
+	if e := c.EarlyStop; e != nil && (e.Select == schema.SelectReached || e.Select == schema.SelectPromoted) && c.Objectives.Pareto() {
+		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.Select", Value: e.Select,
+			Reason: "a stopped design has no measured objectives, so a pool ranked by several objectives or constraints cannot take it; select off, or use one objective"}
+	}
 	if c.Space != nil {
 		if err := validateMaxStepGene(c.EarlyStop, c.Space); err != nil {
 			return err
@@ -370,6 +404,10 @@ func (c Config) ValidateGiven() error {
 		check{c.Crossover != nil && !(*c.Crossover >= 0 && *c.Crossover <= 1), "Crossover", derefF(c.Crossover), "want a probability, 0 to 1", nil},
 		check{c.MutationRate != nil && !(*c.MutationRate >= 0 && *c.MutationRate <= 1), "MutationRate", derefF(c.MutationRate),
 			"want a probability, 0 to 1 (0: exactly one parameter per mutant)", nil},
+		check{c.CostTie != nil && !(*c.CostTie >= 0 && !math.IsInf(*c.CostTie, 1)), "CostTie", derefF(c.CostTie),
+			"want a fitness difference, 0 or more (0: fitness alone)", nil},
+		check{derefF(c.CostTie) > 0 && c.Objectives.Pareto(), "CostTie", derefF(c.CostTie),
+			"a pool ranked by several objectives or constraints compares by domination; make the cost an objective instead, or leave it out", []string{"Objectives"}},
 		check{c.Objectives.Pareto() && c.Replace == runstate.ReplaceOldest, "Replace", string(c.Replace),
 			"oldest ages the pool by fitness alone; a pool of several objectives or constraints keeps the best by domination rank: leave --replace out", []string{"Objectives"}},
 		check{schema.ValidToken(c.Run) != nil, "Run", c.Run, reasonOf(schema.ValidToken(c.Run)), nil},
@@ -408,6 +446,17 @@ const RuleNone = runstate.RuleNone
 const (
 	MinStepDefault = 1
 	EtaDefault     = 3
+	// SelectDefault is whether a new asha run's stopped designs may be
+	// parents (schema.EarlyStop.Select): with reached, on the fidelity
+	// workload, ASHA's best at equal slot-seconds was 0.0064 higher in the
+	// mean over four runs of 10 seeds than with off over five, whose
+	// runs differ by a standard deviation of 0.0026; docs/BENCHMARKS.md
+	// has the figures.
+	// A median run takes SelectMedianDefault: its two measurements split.
+	// A run of several objectives takes off: its pool cannot take a
+	// stopped design. A run recorded before the field keeps off.
+	SelectDefault       = schema.SelectReached
+	SelectMedianDefault = schema.SelectOff
 )
 
 // validateEarlyStop checks a rule's parameters, naming the field of
@@ -420,6 +469,7 @@ func validateEarlyStop(e *schema.EarlyStop) error {
 		check{e.Rule != schema.RuleMedian && e.Rule != schema.RuleASHA, "EarlyStop.Rule", e.Rule, "want none, median or asha", nil},
 		check{e.MinStep < 1, "EarlyStop.MinStep", e.MinStep, "the first rung: need a step of at least 1", nil},
 		check{e.Eta < 2, "EarlyStop.Eta", e.Eta, "need at least 2: rungs are MinStep times powers of Eta, and asha keeps the top 1/Eta at each", nil},
+		check{!schema.SelectValid(e.Select), "EarlyStop.Select", e.Select, "want off, reached or promoted", nil},
 		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
 			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
 	)
@@ -478,7 +528,8 @@ func (c Config) Fields() logrus.Fields {
 
 // variation is c's operators as the run's record holds them.
 func (c Config) variation() *schema.Variation {
-	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate), Novel: c.Novel != nil && *c.Novel}
+	return &schema.Variation{Crossover: derefF(c.Crossover), MutationRate: derefF(c.MutationRate), Novel: c.Novel != nil && *c.Novel,
+		CostTie: derefF(c.CostTie)}
 }
 
 func derefF(p *float64) float64 {

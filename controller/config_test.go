@@ -72,6 +72,30 @@ func TestConfigValidate(t *testing.T) {
 		{"max step gene not in the space", func(c *Config) {
 			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "epoch"}
 		}, `EarlyStop.MaxStepGene "epoch": is not a number parameter at the top of the search space`},
+		{"cost tie", func(c *Config) { c.CostTie = new(0.01) }, ""},
+		{"negative cost tie", func(c *Config) { c.CostTie = new(-0.01) }, "CostTie -0.01: want a fitness difference"},
+		{"cost tie with several objectives", func(c *Config) {
+			c.CostTie = new(0.01)
+			o, err := runstate.ObjectivesOf(&schema.Run{Objectives: []string{"fitness:max", "params:min"}})
+			if err != nil {
+				panic(err)
+			}
+			c.Objectives = o
+		}, "CostTie 0.01: a pool ranked by several objectives"},
+		{"select reached", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: schema.SelectReached}
+		}, ""},
+		{"unknown select", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: "best"}
+		}, `EarlyStop.Select "best": want off, reached or promoted`},
+		{"select reached with several objectives", func(c *Config) {
+			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, Select: schema.SelectReached}
+			o, err := runstate.ObjectivesOf(&schema.Run{Objectives: []string{"fitness:max", "params:min"}})
+			if err != nil {
+				panic(err)
+			}
+			c.Objectives = o
+		}, "EarlyStop.Select"},
 		{"max step gene not a number", func(c *Config) {
 			c.EarlyStop = &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, Eta: 3, MaxStepGene: "layers"}
 		}, "EarlyStop.MaxStepGene"},

@@ -239,14 +239,28 @@ func continueEarlyStop(rec *schema.Run, cfg *Config, k *Continuation) error {
 	if given != nil && given.Rule == RuleNone {
 		given = nil
 	}
+	recorded := rec.EarlyStop
+	if recorded != nil && recorded.Select == "" {
+		// Recorded before Select was kept: its pool took no stopped
+		// design, and goes on so whatever SelectDefault is now.
+		e := *recorded
+		e.Select = schema.SelectOff
+		recorded = &e
+	}
+	if given != nil && given.Select == "" && recorded != nil {
+		// The rule given again without a selection keeps the recorded one.
+		e := *given
+		e.Select = recorded.Select
+		given, cfg.EarlyStop = &e, &e
+	}
 	switch {
 	case cfg.EarlyStop == nil:
-		cfg.EarlyStop = rec.EarlyStop
+		cfg.EarlyStop = recorded
 		if rec.EarlyStop != nil {
-			k.Taken = append(k.Taken, "early_stop="+strings.ReplaceAll(runstate.EarlyStopText(rec.EarlyStop), " ", ","))
+			k.Taken = append(k.Taken, "early_stop="+strings.ReplaceAll(runstate.EarlyStopText(recorded), " ", ","))
 		}
-	case !reflect.DeepEqual(given, rec.EarlyStop):
-		return &SettingError{Field: "EarlyStop", Recorded: runstate.EarlyStopText(rec.EarlyStop), Given: runstate.EarlyStopText(given),
+	case !reflect.DeepEqual(given, recorded):
+		return &SettingError{Field: "EarlyStop", Recorded: runstate.EarlyStopText(recorded), Given: runstate.EarlyStopText(given),
 			Why: "it decides which designs are stopped, so it cannot change mid-run (leave it out to continue with the recorded rule, or start a new run seeded from this one)"}
 	}
 	return nil
@@ -544,7 +558,8 @@ func continueSearch(rec *schema.Run, cfg *Config, k *Continuation, now time.Time
 		field, name string
 		given       **float64
 		rec         float64
-	}{{"Crossover", "crossover", &cfg.Crossover, v.Crossover}, {"MutationRate", "mutation_rate", &cfg.MutationRate, v.MutationRate}} {
+	}{{"Crossover", "crossover", &cfg.Crossover, v.Crossover}, {"MutationRate", "mutation_rate", &cfg.MutationRate, v.MutationRate},
+		{"CostTie", "cost_tie", &cfg.CostTie, v.CostTie}} {
 		switch {
 		case *op.given == nil:
 			*op.given = new(op.rec)

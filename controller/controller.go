@@ -373,6 +373,8 @@ func (c *Controller) initState() {
 		c.fold.TrackSeen()
 	}
 	c.fold.SetStopRule(runstate.StopRule{Target: c.cfg.Target, Plateau: c.cfg.Plateau})
+	c.fold.SetSelect(c.cfg.EarlyStop)
+	c.fold.Pool().SetCostTie(derefF(c.cfg.CostTie))
 	c.failFast = runstate.NewFailFast(c.cfg.FailFast, c.failFrom)
 }
 

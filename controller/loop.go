@@ -366,15 +366,17 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 	// again from the same stream: first from other parents, then, since a
 	// pool whose every near child is measured is stuck on its optimum, by
 	// mutating the child further, one parameter a draw, until it leaves
-	// what the run has measured.
-	for try := 1; err == nil && c.novel() && try < NovelTries && c.repeats(c.key(g)); try++ {
+	// what the run has measured. Each genome is hashed once.
+	k := c.key(g)
+	for try := 1; err == nil && c.novel() && try < NovelTries && c.repeats(k); try++ {
 		if try < NovelTries/2 {
 			g, parents, err = c.vary(r)
 		} else {
 			g, err = c.cfg.Space.Mutate(g, r)
 		}
+		k = c.key(g)
 	}
-	if err == nil && c.novel() && c.repeats(c.key(g)) {
+	if err == nil && c.novel() && c.repeats(k) {
 		c.warnOnce(fmt.Sprintf("novel children: design %d repeats a measured design after %d draws: the pool and its neighbourhood are measured, "+
 			"so the search has converged and spends evaluations on designs it knows; end the run (--plateau), or search wider (--pool, --mutation-rate)", seq, NovelTries),
 			logrus.Fields{"design": d.ID})
@@ -386,7 +388,7 @@ func (c *Controller) newDesign(seq uint64) *schema.Design {
 	}
 	d.Genome, d.Origin, d.Parents = g, schema.OriginMutant, parents
 	c.ckpt.published(d)
-	c.pend(c.key(g))
+	c.pend(k)
 	return d
 }
 

@@ -135,7 +135,8 @@ func (f *Figures) Snapshot(t *Tally, now time.Time) *schema.Figures {
 	}
 	s := &schema.Figures{At: now.UTC(), Done: f.Done, ByStatus: maps.Clone(f.ByStatus), Best: clonePtr(f.Best),
 		BestID: f.BestID, Duplicates: f.Duplicates, Foreign: f.Foreign, Malformed: f.Malformed, Retried: f.Retried,
-		Workers: make(map[string]schema.WorkerFigures, len(f.Workers))}
+		Workers: make(map[string]schema.WorkerFigures, len(f.Workers)),
+		Resumed: f.Resumed, ResumedS: f.ResumedS, Scratch: f.Scratch, ScratchS: f.ScratchS}
 	for k, v := range f.Workers {
 		s.Workers[k] = *v
 	}
@@ -171,7 +172,8 @@ func HeldSlotsOf(qs []schema.QuarantinedSlot, worker string, p *schema.Presence)
 func FiguresOf(s *schema.Figures) *Figures {
 	f := &Figures{Done: s.Done, ByStatus: maps.Clone(s.ByStatus), Best: clonePtr(s.Best), BestID: s.BestID,
 		Duplicates: s.Duplicates, Foreign: s.Foreign, Malformed: s.Malformed, Retried: s.Retried,
-		Workers: make(map[string]*schema.WorkerFigures, len(s.Workers))}
+		Workers: make(map[string]*schema.WorkerFigures, len(s.Workers)),
+		Resumed: s.Resumed, ResumedS: s.ResumedS, Scratch: s.Scratch, ScratchS: s.ScratchS}
 	if f.ByStatus == nil {
 		f.ByStatus = map[schema.Status]int{}
 	}

@@ -1,6 +1,9 @@
 package runstate
 
 import (
+	"encoding/json"
+	"math"
+
 	"github.com/evoq/evoq/pareto"
 	"github.com/evoq/evoq/schema"
 )
@@ -19,6 +22,10 @@ type Fold struct {
 	bestRand *Member // best of the designs of random origin
 	stats    *Stats
 	evicted  string // the design the last Apply evicted from the pool
+	added    bool   // the last Apply put its design in the pool
+	// joinFrom is the step from which a stopped design joins the pool
+	// (SetSelect); 0: none does, 1: every one does.
+	joinFrom int64
 	obj      Objectives
 	// unmeasured counts ok results that lack an objective (a worker that
 	// did not check them): counted, but kept out of the pool.
@@ -62,7 +69,7 @@ func NewFoldFor(t *Tally, init, pool int, replace Replace, o Objectives, ref []f
 // schema.DecodeResult returned it, and folds it in when it counts. Any
 // other verdict leaves the fold as it was.
 func (f *Fold) Apply(r *schema.Result, err error) Verdict {
-	f.evicted = ""
+	f.evicted, f.added = "", false
 	v := f.tally.Judge(r, err)
 	f.figures.Add(v, r)
 	if v != Counted {
@@ -84,10 +91,23 @@ func (f *Fold) Apply(r *schema.Result, err error) Verdict {
 // add puts the counted result r in the pool when it is ok and measured,
 // and reports whether it is a better best.
 func (f *Fold) add(r *schema.Result) bool {
+	if r.Status == schema.StatusStopped && f.joins(r) {
+		// What a stopped design reached is what its training had shown
+		// when its rung judged it: a learning curve that rises puts its
+		// final fitness at or above it, so in the pool it competes on a
+		// value it is likely to beat, and enters only when that is better
+		// than the pool's worst. It is never the run's best, which is a
+		// design that trained to its end.
+		f.evicted, f.added = f.pool.Add(Member{Design: r.Design, Fitness: r.Fitness}), true
+		return false
+	}
 	if r.Status != schema.StatusOK {
 		return false
 	}
 	m := Member{Design: r.Design, Fitness: r.Fitness}
+	if !r.Start.IsZero() && r.Stop.After(r.Start) {
+		m.Cost = r.Duration().Seconds() + r.ResumedSeconds
+	}
 	if f.pool.Ranked() {
 		p, err := f.obj.Measure(r.Fitness, r.Metrics)
 		if err != nil {
@@ -97,7 +117,7 @@ func (f *Fold) add(r *schema.Result) bool {
 		m.Point = p
 		f.hv.seen(p)
 	}
-	f.evicted = f.pool.Add(m)
+	f.evicted, f.added = f.pool.Add(m), true
 	if f.hv != nil {
 		f.hv.update(f.pool)
 	}
@@ -129,6 +149,79 @@ func (f *Fold) LastKey() uint64 { return f.lastKey }
 // SetStopRule sets the rule that ends the run before its budget (see
 // StopRule). Set it before the first Apply: it judges every result.
 func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
+
+// SetSelect sets which designs may be parents in a run with an
+// early-stopping rule e (schema.EarlyStop.Select): with SelectReached a
+// stopped design joins the pool with the fitness it reached, as an ok
+// one does with its final fitness. A pool ranked by domination takes
+// none: a stopped design has no measured objectives. Set it before the
+// first Apply; nil, SelectOff and "" (a run recorded before the field)
+// keep the pool to designs that trained to their end.
+//
+// With SelectPromoted only a design stopped at or past the second rung
+// joins: it went on at the first, where a rank says least of the final
+// one (docs/BENCHMARKS.md, early stopping).
+func (f *Fold) SetSelect(e *schema.EarlyStop) {
+	f.joinFrom = 0
+	if e == nil || e.Rule == RuleNone {
+		return
+	}
+	switch e.Select {
+	case schema.SelectReached:
+		f.joinFrom = 1
+	case schema.SelectPromoted:
+		f.joinFrom = max(e.MinStep*int64(max(e.Eta, 2)), 1)
+	}
+}
+
+// joins reports whether stopped result r joins the pool: by the run's
+// selection, from the step it stopped at (the worker's stopped_at; a
+// result without it joins only when every stopped design does).
+func (f *Fold) joins(r *schema.Result) bool {
+	if f.joinFrom == 0 || f.pool.Ranked() {
+		return false
+	}
+	if f.joinFrom == 1 {
+		return true
+	}
+	step, ok := stepOf(r.Metrics["stopped_at"])
+	return ok && step >= f.joinFrom
+}
+
+// stepOf reads a step from a result's metrics, as msgpack or JSON
+// decoded it.
+func stepOf(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case uint64:
+		return int64(min(x, math.MaxInt64)), true
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case float64:
+		return int64(x), !math.IsNaN(x)
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// Added reports whether the last Apply put its design in the pool (it may
+// have been evicted at once: see Evicted).
+func (f *Fold) Added() bool { return f.added }
 
 // StopRule is the fold's stop rule.
 func (f *Fold) StopRule() StopRule { return f.stop.rule }

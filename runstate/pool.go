@@ -41,6 +41,10 @@ type Member struct {
 	// Point is its objectives, oriented to minimize, and its constraint
 	// violation, in a pool ranked by domination; empty otherwise.
 	Point pareto.Point
+	// Cost is the slot-seconds its evaluation took, resumed training
+	// included; 0 when unknown, or for a design stopped early, whose cost
+	// is not that of a whole evaluation.
+	Cost float64
 }
 
 // Pool is the bounded population of the search. Members are kept oldest
@@ -56,6 +60,24 @@ type Pool struct {
 	replace Replace
 	members []Member
 	ranked  *pareto.Pool[Member] // the members of a pool ranked by domination
+	costTie float64              // see SetCostTie
+}
+
+// SetCostTie makes tournaments compare two members whose fitness differ
+// by at most tie by their Cost, the cheaper winning, when both have one:
+// among designs about as good, the one that costs less to evaluate is
+// the better parent when cost is heritable (a smaller network trains
+// faster). 0 compares fitness alone; a pool ranked by domination ignores
+// it.
+func (p *Pool) SetCostTie(tie float64) { p.costTie = tie }
+
+// fitter reports whether a beats b in a tournament of a pool of one
+// fitness.
+func (p *Pool) fitter(a, b Member) bool {
+	if p.costTie > 0 && a.Cost > 0 && b.Cost > 0 && a.Cost != b.Cost && math.Abs(a.Fitness-b.Fitness) <= p.costTie {
+		return a.Cost < b.Cost
+	}
+	return a.Fitness > b.Fitness
 }
 
 // NewPool returns an empty pool of at most size members.
@@ -147,7 +169,7 @@ func (p *Pool) worst() int {
 func (p *Pool) Tournament(r *rand.Rand, k int) Member {
 	members := p.Members()
 	n := len(members)
-	better := func(i, j int) bool { return members[i].Fitness > members[j].Fitness }
+	better := func(i, j int) bool { return p.fitter(members[i], members[j]) }
 	if p.ranked != nil {
 		better = p.ranked.Better
 	}

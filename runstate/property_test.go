@@ -38,7 +38,7 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 		attempts := 1 + rng.IntN(3) // a design evaluated or retried more than once
 		for a := 1; a <= attempts; a++ {
 			status := []schema.Status{schema.StatusOK, schema.StatusOK, schema.StatusOK, schema.StatusInfeasible,
-				schema.StatusError, schema.StatusTimeout, schema.StatusLost}[rng.IntN(7)]
+				schema.StatusError, schema.StatusTimeout, schema.StatusLost, schema.StatusStopped, schema.StatusStopped}[rng.IntN(9)]
 			start := t0.Add(time.Duration(seq*1000+uint64(rng.IntN(900))) * time.Millisecond)
 			r := &schema.Result{V: schema.Version, Run: run, DesignID: d.ID, Design: d, Status: status, Fitness: rng.Float64(),
 				Worker: fmt.Sprint("w", rng.IntN(3)), Host: fmt.Sprint("h", rng.IntN(2)), Slot: rng.IntN(4), Attempt: a,
@@ -46,8 +46,11 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 			if status == schema.StatusLost {
 				r.Worker, r.Host, r.Start, r.Stop = "", "", time.Time{}, time.Time{}
 			}
-			if status != schema.StatusOK {
+			if status != schema.StatusOK && status != schema.StatusStopped {
 				r.Fitness = schema.InfeasibleFitness
+			}
+			if status == schema.StatusStopped {
+				r.Metrics = map[string]any{"stopped_at": int64(1 + rng.IntN(9))}
 			}
 			results = append(results, event{res: r})
 		}
@@ -67,6 +70,16 @@ func randomStreams(rng *rand.Rand, run string, budget int) (results, reports []e
 		}
 	}
 	return results, reports
+}
+
+// propertyRecordFor is the record of the runs the property tests fold;
+// streams i select parents three ways in turn: from designs that trained
+// to their end, and from stopped designs too (schema.SelectReached,
+// schema.SelectPromoted).
+func propertyRecordFor(run string, budget, i int) *schema.Run {
+	rec := propertyRecord(run, budget)
+	rec.EarlyStop.Select = []string{schema.SelectOff, schema.SelectReached, schema.SelectPromoted}[i%3]
+	return rec
 }
 
 // propertyRecord is the record of the runs the property tests fold.
@@ -121,7 +134,7 @@ func TestStateInterleavings(t *testing.T) {
 	t.Parallel()
 	for i := range 50 {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
-		rec := propertyRecord("p", 60)
+		rec := propertyRecordFor("p", 60, i)
 		results, reports := randomStreams(rng, "p", 60)
 		var want fingerprint
 		for k := range 5 {
@@ -162,7 +175,7 @@ func TestStateInHalves(t *testing.T) {
 	t.Parallel()
 	for i := range 30 {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
-		rec := propertyRecord("h", 50)
+		rec := propertyRecordFor("h", 50, i)
 		results, reports := randomStreams(rng, "h", 50)
 		once := newTestState(t, rec)
 		for _, e := range results {
@@ -191,5 +204,30 @@ func TestStateInHalves(t *testing.T) {
 				t.Fatalf("streams %d, cut at %d: %+v; at once: %+v", i, cut, got, want)
 			}
 		}
+	}
+}
+
+// The streams exercise the selection: with stopped designs selected the
+// pool ends other than with the selection off, for most streams, since
+// stopped designs join it.
+func TestStateSelectChangesPool(t *testing.T) {
+	t.Parallel()
+	differ := map[int]int{}
+	for i := range 20 {
+		results, _ := randomStreams(rand.New(rand.NewPCG(uint64(i), 13)), "s", 60)
+		digest := map[int]string{}
+		for sel := range 3 {
+			s := newTestState(t, propertyRecordFor("s", 60, sel))
+			for _, e := range results {
+				s.ApplyResult(e.res, e.err)
+			}
+			digest[sel] = s.Digests().Pool
+			if digest[sel] != digest[0] {
+				differ[sel]++
+			}
+		}
+	}
+	if differ[1] < 10 || differ[2] < 10 {
+		t.Fatalf("of 20 streams, the pool differs from the selection off's in %d with reached, %d with promoted; want most", differ[1], differ[2])
 	}
 }

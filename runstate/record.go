@@ -32,6 +32,9 @@ func EarlyStopText(e *schema.EarlyStop) string {
 	if e.MaxStepGene != "" {
 		s += " max_step_gene=" + e.MaxStepGene
 	}
+	if e.Select == schema.SelectReached || e.Select == schema.SelectPromoted {
+		s += " select=" + e.Select
+	}
 	return s
 }
 
@@ -53,6 +56,9 @@ func VariationText(v *schema.Variation) string {
 	s := fmt.Sprintf("crossover p=%g, mutation of %s", v.Crossover, m)
 	if v.Novel {
 		s += ", novel children"
+	}
+	if v.CostTie > 0 {
+		s += fmt.Sprintf(", the cheaper of entrants within %g", v.CostTie)
 	}
 	return s
 }
@@ -132,6 +138,9 @@ func RecordSettings(rec *schema.Run) []string {
 		out = append(out, fmt.Sprintf("crossover=%g", v.Crossover), fmt.Sprintf("mutation_rate=%g", v.MutationRate))
 		if v.Novel {
 			out = append(out, "novel=true")
+		}
+		if v.CostTie > 0 {
+			out = append(out, fmt.Sprintf("cost_tie=%g", v.CostTie))
 		}
 	}
 	if rec.Evaluator != nil {

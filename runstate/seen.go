@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 )
 
 // SeenWindow is how many of the last counted designs the fold remembers
@@ -65,11 +65,14 @@ func hashValue(h uint64, v any) uint64 {
 		}
 		return hashBytes(h, []byte{'f'})
 	case map[string]any:
-		keys := make([]string, 0, len(x))
+		// A genome's maps are small: their keys are sorted on the stack,
+		// not in a slice made for each map.
+		var buf [16]string
+		keys := buf[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		h = hashBytes(h, []byte{'{'})
 		for _, k := range keys {
 			h = hashString(h, k)

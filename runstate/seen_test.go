@@ -52,3 +52,35 @@ func TestFoldSeen(t *testing.T) {
 		t.Fatalf("after one more: seen 0 %v, 1 %v, %d %v; want false, true, true", f.Seen(key(0)), f.Seen(key(1)), SeenWindow, f.Seen(key(SeenWindow)))
 	}
 }
+
+// BenchmarkGenomeKey hashes the genome of the mlp space's size, once per
+// design and result of a novel run.
+func BenchmarkGenomeKey(b *testing.B) {
+	g := map[string]any{"layers": []any{map[string]any{"units": 64.0, "act": "relu"}, map[string]any{"units": 32.0, "act": "tanh"}},
+		"lr": 0.01, "batch": 32.0, "dropout": 0.1, "optimizer": "adam", "weight_decay": 1e-4}
+	b.ReportAllocs()
+	for b.Loop() {
+		GenomeKey(g)
+	}
+}
+
+// pinGenomes are genomes of every kind of value a genome holds.
+func pinGenomes() []map[string]any {
+	return []map[string]any{
+		{},
+		{"lr": 0.01, "units": 64, "act": "relu", "bn": true, "skip": false, "none": nil},
+		{"layers": []any{map[string]any{"units": 64.0, "act": "relu"}, map[string]any{"units": 32.0}}, "b": int64(3), "c": float32(0.5)},
+		{"a": map[string]any{"z": "1", "y": 1.0}, "odd": struct{ X int }{7}},
+	}
+}
+
+// TestGenomeKeyPinned pins the keys: a cheaper computation must give the
+// same ones.
+func TestGenomeKeyPinned(t *testing.T) {
+	want := []uint64{0x8f44b07b5901a25, 0x80058102d38b268, 0xbe74ecddbfca656a, 0xeaf896ca799de1f5}
+	for i, g := range pinGenomes() {
+		if got := GenomeKey(g); got != want[i] {
+			t.Errorf("GenomeKey(%v) = %#x, want %#x", g, got, want[i])
+		}
+	}
+}

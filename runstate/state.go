@@ -24,6 +24,7 @@ func NewState(rec *schema.Run, init, pool int, replace Replace) (*State, error) 
 	}
 	s := &State{Fold: NewFoldFor(NewTally(rec.Run, rec.Budget, RulesOf(rec)), init, pool, replace, o, rec.HVRef)}
 	s.Fold.SetStopRule(StopRuleOf(rec))
+	s.Fold.SetSelect(rec.EarlyStop)
 	if rec.EarlyStop != nil && rec.EarlyStop.Rule != RuleNone {
 		s.Rungs = NewRungs(rec.Run, rec.EarlyStop)
 	}

@@ -63,6 +63,14 @@ type SimEvaluator struct {
 	Steps int  `msgpack:"steps,omitempty" json:"steps,omitempty"`
 	// Checkpoint is the size of the checkpoint written per design; 0: none.
 	Checkpoint int64 `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	// Progress makes it save its step after each step of its curve
+	// (Curve on), and resume from the step an interrupted attempt saved.
+	// A run recorded before the field existed has it off: no progress.
+	Progress bool `msgpack:"progress,omitempty" json:"progress,omitempty"`
+	// FixedTime draws a design's time from its ID alone, the same for
+	// every attempt; off (and in a run recorded before the field
+	// existed), each attempt draws its own.
+	FixedTime bool `msgpack:"fixed_time,omitempty" json:"fixed_time,omitempty"`
 }
 
 // Validate checks every field of e.
@@ -94,6 +102,9 @@ func (e *Evaluator) Validate() error {
 		if s.Mean <= 0 || !(s.Sigma > 0 && s.Sigma <= 3) || !(s.Fail >= 0 && s.Fail <= 1) ||
 			math.IsNaN(s.Sigma) || s.Steps < 0 || s.Checkpoint < 0 || (s.Curve && s.Steps < 1) {
 			return invalid("evaluator", "sim", "settings out of range: %+v", *s)
+		}
+		if s.Progress && !s.Curve {
+			return invalid("evaluator", "sim", "progress needs the curve: without steps there is nothing to save")
 		}
 	default:
 		return invalid("evaluator", "builtin", "%q is not mlp, sim, noop, zdt1, zdt2 or nb201", e.Builtin)
@@ -153,6 +164,12 @@ func (s *SimEvaluator) settings() []string {
 	}
 	if s.Checkpoint > 0 {
 		parts = append(parts, fmt.Sprintf("--sim-checkpoint %d", s.Checkpoint))
+	}
+	if s.Progress {
+		parts = append(parts, "--sim-progress")
+	}
+	if s.FixedTime {
+		parts = append(parts, "--sim-fixed-time")
 	}
 	return parts
 }

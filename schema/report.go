@@ -252,6 +252,27 @@ type EarlyStop struct {
 	// rung it falls on does not judge it. "": the designs' lengths are
 	// not in their genomes.
 	MaxStepGene string `msgpack:"max_step_gene,omitempty" json:"max_step_gene,omitempty"`
+	// Select says whether a stopped design may be a parent: SelectReached
+	// puts it in the pool with the fitness it reached when it stopped,
+	// SelectPromoted does so only for a design stopped at or past the
+	// second rung, and SelectOff (and "", in runs recorded before the
+	// field was kept) keeps the pool to designs that trained to their end.
+	Select string `msgpack:"select,omitempty" json:"select,omitempty"`
+}
+
+// Parent selection of a run with an early-stopping rule (EarlyStop.Select).
+const (
+	SelectOff     = "off"     // only designs that trained to their end are parents
+	SelectReached = "reached" // a stopped design competes with the fitness it reached
+	// SelectPromoted: as SelectReached, for a design that went on at a
+	// rung and was stopped at a later one.
+	SelectPromoted = "promoted"
+)
+
+// SelectValid reports whether s is a Select value; "" is, as the value of
+// runs recorded before the field was kept.
+func SelectValid(s string) bool {
+	return s == "" || s == SelectOff || s == SelectReached || s == SelectPromoted
 }
 
 // Validate checks every field of e.
@@ -270,6 +291,9 @@ func (e *EarlyStop) Validate() error {
 	}
 	if g := e.MaxStepGene; g != "" && (strings.TrimSpace(g) != g || len(g) > 200) {
 		return invalid("early_stop", "max_step_gene", "%q is not a gene's name", g)
+	}
+	if !SelectValid(e.Select) {
+		return invalid("early_stop", "select", "%q is not off, reached or promoted", e.Select)
 	}
 	return nil
 }

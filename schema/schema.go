@@ -268,6 +268,11 @@ type Variation struct {
 	// evaluations are not spent on designs already measured; false in
 	// runs recorded before it was kept, whose children may repeat them.
 	Novel bool `msgpack:"novel,omitempty" json:"novel,omitempty"`
+	// CostTie: two tournament entrants whose fitness differ by at most
+	// CostTie are compared by the slot-seconds their evaluation took,
+	// the cheaper winning; 0 (and runs recorded before it was kept):
+	// fitness alone.
+	CostTie float64 `msgpack:"cost_tie,omitempty" json:"cost_tie,omitempty"`
 }
 
 // Run is the state of a run, stored in RunBucket under the run ID. Workers
@@ -488,6 +493,14 @@ type Figures struct {
 	Malformed  int                      `msgpack:"malformed" json:"malformed"`
 	Retried    int                      `msgpack:"retried" json:"retried"`
 	Workers    map[string]WorkerFigures `msgpack:"workers" json:"workers"`
+	// Resumed is the counted designs that resumed from saved progress,
+	// ResumedS the slot-seconds they did not repeat; Scratch and ScratchS
+	// those retrained from scratch and about what that cost
+	// (runstate.Figures). A lease written before they existed has none.
+	Resumed  int     `msgpack:"resumed,omitempty" json:"resumed,omitempty"`
+	ResumedS float64 `msgpack:"resumed_s,omitempty" json:"resumed_s,omitempty"`
+	Scratch  int     `msgpack:"scratch,omitempty" json:"scratch,omitempty"`
+	ScratchS float64 `msgpack:"scratch_s,omitempty" json:"scratch_s,omitempty"`
 	// Quarantined are the slots the results quarantine.
 	Quarantined []QuarantinedSlot `msgpack:"quarantined,omitempty" json:"quarantined,omitempty"`
 }

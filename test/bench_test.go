@@ -74,6 +74,7 @@ func TestBenchSmoke(t *testing.T) {
 				Status      []float64 `json:"status_s"`
 			} `json:"scale"`
 			NB201   *nb201Smoke   `json:"nb201"`
+			Preempt *preemptSmoke `json:"preempt"`
 			Train20 *train20Smoke `json:"train20"`
 		} `json:"workloads"`
 	}
@@ -109,6 +110,8 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		case "nb201":
 			checkNB201Smoke(t, row.NB201, optuna)
+		case "preempt":
+			checkPreemptSmoke(t, row.Preempt)
 		case "train20":
 			checkTrain20Smoke(t, row.Train20, optuna)
 		case "memory":
@@ -121,7 +124,7 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201", "train20"} {
+	for _, w := range []string{"noop", "sim", "scale", "exascale", "memory", "replay", "nb201", "preempt", "train20"} {
 		if w == "train20" && !torch {
 			continue
 		}
@@ -131,6 +134,42 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if !rep.Smoke {
 		t.Error("a smoke run not marked as one")
+	}
+}
+
+// preemptSmoke is what the smoke test reads of the preempt workload's
+// figures.
+type preemptSmoke struct {
+	Seeds []struct {
+		Runs []struct {
+			Mode       string  `json:"mode"`
+			OK         int     `json:"ok"`
+			Unfinished int     `json:"unfinished"`
+			Starts     int     `json:"worker_starts"`
+			Resumed    int     `json:"resumed"`
+			Retrained  int     `json:"retrained"`
+			SlotS      float64 `json:"slot_s"`
+		} `json:"runs"`
+	} `json:"seeds"`
+	Settings struct {
+		Budget  int `json:"budget"`
+		Workers int `json:"workers"`
+	} `json:"settings"`
+}
+
+// checkPreemptSmoke checks the preempt workload's smoke figures: both
+// runs finish their budget on workers started again at their walltimes,
+// and only the run with progress checkpoints resumes designs.
+func checkPreemptSmoke(t *testing.T, p *preemptSmoke) {
+	t.Helper()
+	if p == nil || len(p.Seeds) != 1 || len(p.Seeds[0].Runs) != 2 {
+		t.Fatalf("preempt: %+v, want one seed of two runs", p)
+	}
+	for _, r := range p.Seeds[0].Runs {
+		if r.OK+r.Unfinished != p.Settings.Budget || r.Starts <= p.Settings.Workers || r.SlotS <= 0 ||
+			(r.Mode == "progress") != (r.Resumed > 0) {
+			t.Errorf("preempt %s run: %+v, want the budget done on requeued workers, designs resumed only with progress", r.Mode, r)
+		}
 	}
 }
 

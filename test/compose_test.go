@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/runstate"
 )
 
@@ -103,14 +104,20 @@ func requireDocker(t *testing.T) {
 	}
 }
 
-// buildStatic builds evoq with CGO_ENABLED=0 into dir/evoq and copies the
-// Dockerfile to dir/deploy/Dockerfile, making dir a build context for the
-// compose file.
+// buildStatic puts a static evoq into dir/evoq (TestMain's, unless that
+// one has the race detector and so cgo) and copies the Dockerfile to
+// dir/deploy/Dockerfile, making dir a build context for the compose file.
 func buildStatic(t *testing.T, dir string) {
 	t.Helper()
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "evoq"), "../cmd/evoq")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
+	if evoqStatic {
+		bin, err := os.ReadFile(evoqBin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "evoq"), bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	} else if out, err := testutil.BuildEvoq(filepath.Join(dir, "evoq")); err != nil {
 		t.Fatalf("static build: %v\n%s", err, out)
 	}
 	df, err := os.ReadFile("../deploy/Dockerfile")

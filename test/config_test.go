@@ -38,6 +38,11 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"tournament above pool", []string{"--tournament", "6", "--pool", "5"}, "--tournament 6: want 1..--pool (5)"},
 		{"negative fail-fast", []string{"--fail-fast", "-1"}, "--fail-fast -1: must be >= 0 (0 turns the check off)"},
 		{"max-step-gene alone", []string{"--max-step-gene", "epochs"}, "--max-step-gene needs --early-stop median or asha"},
+		{"rung-select alone", []string{"--rung-select", "reached"}, "--rung-select needs --early-stop median or asha"},
+		{"rung-select without a rule", []string{"--early-stop", "none", "--rung-select", "off"}, "--rung-select needs --early-stop median or asha, not none"},
+		{"unknown rung-select", []string{"--early-stop", "asha", "--rung-select", "best"}, `--rung-select "best": want off, reached or promoted`},
+		{"rung-select reached with objectives", []string{"--early-stop", "asha", "--rung-select", "reached", "--objectives", "fitness:max,params:min"},
+			`--rung-select "reached": a stopped design has no measured objectives`},
 		{"max-step-gene not in the space", []string{"--config", filepath.Join("testdata", "epochs", "space.yaml"), "--early-stop", "asha", "--max-step-gene", "epoch"},
 			`--max-step-gene "epoch": is not a number parameter at the top of the search space`},
 	} {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/evoq/evoq/broker"
+	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
 	"github.com/evoq/evoq/schema"
@@ -140,14 +141,32 @@ var rungsDigestRE = regexp.MustCompile(`evaluations=(\d+) .*pool_digest=(\w+).*r
 // statistics it had (the digest of its decisions), and from the results
 // stream the same pool; the run finishes, and evoq replay reaches the
 // controller's final digests. A conflicting rule on the restart is
-// refused.
+// refused. With --rung-select reached, stopped designs are parents too,
+// and the restart, given no --rung-select, keeps selecting them.
 func TestEarlyStopRestart(t *testing.T) {
 	t.Parallel()
+	for _, sel := range []string{"off", "reached", ""} {
+		t.Run("select="+sel, func(t *testing.T) {
+			t.Parallel()
+			testEarlyStopRestart(t, sel)
+		})
+	}
+}
+
+func testEarlyStopRestart(t *testing.T, given string) {
+	sel := given
+	if sel == "" {
+		sel = controller.SelectDefault
+	}
 	dir, port := t.TempDir(), freePort(t)
 	listen, url := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("nats://127.0.0.1:%d", port)
 	ctlArgs := []string{"controller", "--dir", dir, "--listen", listen, "--run", "esr", "--progress", "100ms", "--ack-wait", "3s"}
-	first := background(t, append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
-		"--early-stop", "asha", "--max-step", "27", "--eta", "3")...)
+	firstArgs := append(ctlArgs, "--budget", "300", "--init", "30", "--pool", "10",
+		"--early-stop", "asha", "--max-step", "27", "--eta", "3")
+	if given != "" {
+		firstArgs = append(firstArgs, "--rung-select", given)
+	}
+	first := background(t, firstArgs...)
 	workerArgs := []string{"worker", "--nats", url, "--run", "esr", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.1",
 		"--slots", "8", "--gpus", "none"}
 	w1 := background(t, workerArgs...)
@@ -168,6 +187,7 @@ func TestEarlyStopRestart(t *testing.T) {
 	})
 	_ = first.cmd.Process.Kill()
 	_ = first.wait(t, 10*time.Second)
+	killed := time.Now()
 	p := lines(first.stderr.String())
 	before := p[len(p)-1]
 
@@ -193,6 +213,9 @@ func TestEarlyStopRestart(t *testing.T) {
 	if !strings.Contains(lineWith(log, "continuing the run"), "early_stop=asha") {
 		t.Errorf("the restart did not take the recorded rule:\n%s", lineWith(log, "continuing the run"))
 	}
+	if got := strings.Contains(lineWith(log, "continuing the run"), "select=reached"); got != (sel == "reached") {
+		t.Errorf("select %q: the restart's rule says select=reached: %v\n%s", sel, got, lineWith(log, "continuing the run"))
+	}
 	background(t, workerArgs...)
 	if err := second.wait(t, 3*time.Minute); err != nil {
 		t.Fatalf("restarted controller: %v\n%s", err, tail(second.stderr.String(), 3000))
@@ -217,7 +240,88 @@ func TestEarlyStopRestart(t *testing.T) {
 		t.Errorf("replay: pool %s, rungs %s, %d stopped; the controller: %s, %s, %d",
 			rep.PoolDigest, rep.EarlyStop.Digest, rep.Counts["stopped"], s.PoolDigest, s.EarlyStop.Digest, s.Stopped)
 	}
-	checkDesigns(t, readResults(t, dir, "esr"), 300)
+	results := readResults(t, dir, "esr")
+	checkDesigns(t, results, 300)
+	if got := stoppedParents(results); (got > 0) != (sel == "reached") {
+		t.Errorf("select %q: %d designs have a stopped parent", sel, got)
+	}
+	checkReplayAtKill(t, dir, results, killed, before[2], sel == "reached")
+}
+
+// checkReplayAtKill replays the results stored before the first
+// controller was killed, as a prefix of the stream, and wants the pool it
+// had then; with stopped designs selected, replay up to the result of a
+// stopped design that became a parent has it in the pool.
+func checkReplayAtKill(t *testing.T, dir string, results []*schema.Result, killed time.Time, digest string, stopped bool) {
+	t.Helper()
+	n := 0
+	for n < len(results) && results[n].Stop.Before(killed) {
+		n++
+	}
+	if rep := replayUntil(t, dir, n); rep.PoolDigest != digest {
+		t.Errorf("replay of the %d results stored before the kill: pool %s; the controller had %s", n, rep.PoolDigest, digest)
+	}
+	if !stopped {
+		return
+	}
+	parent := map[string]bool{}
+	for _, r := range results {
+		if len(r.Design.Parents) > 0 {
+			parent[r.Design.Parents[0]] = true
+		}
+	}
+	for i, r := range results {
+		if r.Status != schema.StatusStopped || !parent[r.DesignID] {
+			continue
+		}
+		// Pool membership is lost once and for good: a design chosen as
+		// a parent later was in the pool from its result on.
+		rep := replayUntil(t, dir, i+1)
+		for _, m := range rep.Pool {
+			if m.DesignID == r.DesignID {
+				return
+			}
+		}
+		t.Fatalf("replay up to the stopped parent %s (result %d): pool %+v, without it", r.DesignID, i+1, rep.Pool)
+	}
+	t.Fatal("no stopped design was a parent")
+}
+
+type replayPool struct {
+	PoolDigest string `json:"pool_digest"`
+	Pool       []struct {
+		DesignID string `json:"design_id"`
+	} `json:"pool"`
+}
+
+// replayUntil is evoq replay's report of the first n results of the run.
+// The store is open in the test's broker (readResults): it reads it there.
+func replayUntil(t *testing.T, dir string, n int) replayPool {
+	t.Helper()
+	r := evoq(t, time.Minute, "replay", "--nats", openStore(t, dir).ClientURL(), "--run", "esr", "--until", fmt.Sprint(n), "--json")
+	var rep replayPool
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &rep); err != nil {
+		t.Fatalf("replay --until %d: %v\n%s\n%s", n, err, r.stdout, r.stderr)
+	}
+	return rep
+}
+
+// stoppedParents is the number of designs whose first parent ended
+// stopped.
+func stoppedParents(results []*schema.Result) int {
+	stopped := map[string]bool{}
+	for _, r := range results {
+		if r.Status == schema.StatusStopped {
+			stopped[r.DesignID] = true
+		}
+	}
+	n := 0
+	for _, r := range results {
+		if len(r.Design.Parents) > 0 && stopped[r.Design.Parents[0]] && r.Design.Retry == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }

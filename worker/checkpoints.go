@@ -27,6 +27,10 @@ type ckpts struct {
 	// none: the evaluator says it never writes a checkpoint
 	// (NoCheckpoints), so its tasks get no file to write.
 	none bool
+	// noProgress: the evaluator says it never writes a checkpoint and
+	// does not say it saves progress (SavesProgress), so its tasks get no
+	// progress files and no saved progress is looked up.
+	noProgress bool
 	// progDir holds the progress files of this worker's evaluations
 	// (resume.go), its own too, whichever the store.
 	progDir string
@@ -75,11 +79,21 @@ func (w *Worker) openCheckpoints(ctx context.Context, cfg *schema.Checkpoints) e
 		_ = os.RemoveAll(progDir)
 		return err
 	}
-	nc, ok := w.cfg.Evaluator.(NoCheckpoints)
-	w.ckpt = &ckpts{store: s, cfg: c, local: local, none: ok && nc.NoCheckpoints(), progDir: progDir}
+	none, noProgress := evaluatorFiles(w.cfg.Evaluator)
+	w.ckpt = &ckpts{store: s, cfg: c, local: local, none: none, noProgress: noProgress, progDir: progDir}
 	w.log.WithFields(logrus.Fields{"store": c.Store, "dir": c.Dir, "max_checkpoint": c.Max,
 		"inherit": c.Inherit}).Info("checkpoints on")
 	return nil
+}
+
+// evaluatorFiles says which files e's tasks go without: none, a
+// checkpoint file (NoCheckpoints); noProgress, progress files too (a
+// NoCheckpoints evaluator that does not say SavesProgress).
+func evaluatorFiles(e Evaluator) (none, noProgress bool) {
+	nc, ok := e.(NoCheckpoints)
+	none = ok && nc.NoCheckpoints()
+	sp, saves := e.(SavesProgress)
+	return none, none && !(saves && sp.SavesProgress())
 }
 
 // closeCheckpoints removes the worker's own files.

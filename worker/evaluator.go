@@ -131,6 +131,16 @@ type NoCheckpoints interface {
 	NoCheckpoints() bool
 }
 
+// SavesProgress is implemented by an evaluator that says NoCheckpoints
+// and saves its progress all the same (ProgressOut): a built-in that keeps
+// no weights but a step to resume from. Without it, a NoCheckpoints
+// evaluator's tasks get no progress files either, and the worker looks up
+// no saved progress for them: that look is a store request per
+// evaluation.
+type SavesProgress interface {
+	SavesProgress() bool
+}
+
 // Failed is the outcome of an evaluator that failed with err; a cancelled
 // or expired ctx makes it a timeout.
 func Failed(ctx context.Context, err error) Outcome {

@@ -93,8 +93,8 @@ type attemptProgress struct {
 // the files of this attempt. A progress object that cannot be used never
 // fails the design: it starts from scratch, and its result says why.
 func (c *ckpts) progressFor(ctx context.Context, log logrus.FieldLogger, d *schema.Design, msg design, tag string) *attemptProgress {
-	if c == nil || c.progDir == "" || c.none {
-		return nil // a built-in evaluator that writes no files saves no progress either
+	if c == nil || c.progDir == "" || c.noProgress {
+		return nil // a built-in evaluator that writes no files saves no progress either, unless it says so
 	}
 	base := filepath.Join(c.progDir, d.ID+"."+tag)
 	a := &attemptProgress{c: c, log: log.WithField("design", d.ID), design: d.ID, tag: tag, msg: msg, began: time.Now(),

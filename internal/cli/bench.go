@@ -18,24 +18,25 @@ import (
 // TCP, and with --vs-dask the same workload on Dask distributed; package
 // bench does the work.
 type benchCmd struct {
-	env       Env
-	workloads string
-	vsDask    bool
-	smoke     bool
-	jsonOut   bool
-	python    string
-	script    string
-	dir       string
-	seeds     int
-	helper    string
-	loop      string
-	against   string
-	rounds    int
-	repo      string
-	nb201Args string
-	nb201Base bool
-	t20Args   string
-	t20Base   bool
+	env                         Env
+	workloads                   string
+	vsDask                      bool
+	smoke                       bool
+	jsonOut                     bool
+	python                      string
+	script                      string
+	dir                         string
+	seeds                       int
+	helper                      string
+	loop                        string
+	against                     string
+	rounds                      int
+	repo                        string
+	nb201Args                   string
+	fidelityArgs, fidelityRules string
+	nb201Base                   bool
+	t20Args                     string
+	t20Base                     bool
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -45,7 +46,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", "Runs named workloads end to end with real worker processes over TCP and prints evoq run's figures;\n"+
 		"with --vs-dask the same workload on Dask distributed too, side by side with ratios.\n"+
 		"Workloads: noop, sim, scale, memory, replay (replay reads the store the memory workload wrote),\n"+
-		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit)\n"+
+		"fidelity (full training against early stopping), inherit (the mlp search from scratch against --inherit),\n"+
+		"preempt (workers cut by short walltimes and requeued, with sim's progress checkpoints and without),\n"+
 		"stoplatency (a persistent Python evaluator's stop answers) and zdt (several objectives: zdt1 and zdt2\n"+
 		"against their true fronts and the textbook NSGA-II), nb201 (NAS-Bench-201's ImageNet16-120 landscape\n"+
 		"against Optuna TPE and random search), train20 (PyTorch training: full training, early stopping and --inherit\n"+
@@ -57,8 +59,10 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.python, "python", bench.PythonDefault, "the Python that has dask.distributed; the stoplatency and train20 evaluators (and the Optuna baselines) run with it too")
 	fs.StringVar(&c.script, "dask-script", "", "the Dask baseline script (default: the one built into evoq, bench/dask_baseline.py)")
 	fs.StringVar(&c.dir, "dir", "", "directory for the runs' stores (default: a temporary directory, removed afterwards)")
-	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, zdt, nb201 and train20: seeds 1..N (default 5, nb201 10, train20 3; 1 with --smoke)")
+	fs.IntVar(&c.seeds, "seeds", 0, "fidelity, inherit, preempt, zdt, nb201 and train20: seeds 1..N (default 5, preempt 3, nb201 10, train20 3; 1 with --smoke)")
 	fs.StringVar(&c.nb201Args, "nb201-args", "", "nb201: evoq run flags added to each of its evoq runs, space-separated, such as '--replace oldest --pool 20': the settings a comparison of defaults measures")
+	fs.StringVar(&c.fidelityArgs, "fidelity-args", "", "fidelity: evoq run flags added to each early-stopping run (not the full-training runs), space-separated, such as '--eta 2 --rung-select reached': the settings a comparison of defaults measures")
+	fs.StringVar(&c.fidelityRules, "fidelity-rules", "median,asha", "fidelity: comma-separated early-stopping rules run beside full training: median, asha or both")
 	fs.BoolVar(&c.nb201Base, "nb201-baselines", true, "nb201: run the Optuna TPE and random search baselines (needs Debian's python3-optuna); false leaves them, and the targets against them, out")
 	fs.StringVar(&c.t20Args, "train20-args", "", "train20: evoq run flags added to each of its evoq runs, space-separated, such as '--pool 10': the settings a comparison measures")
 	fs.BoolVar(&c.t20Base, "train20-baselines", true, "train20: run the Optuna TPE studies, without a pruner and with two (needs Debian's python3-optuna); false leaves them, and the target against them, out")
@@ -79,6 +83,7 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	cfg := bench.Config{Evoq: exe, VsDask: c.vsDask, Smoke: c.smoke, Python: c.python,
 		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
 		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base,
+		FidelityArgs: strings.Fields(c.fidelityArgs), FidelityRules: strings.Split(c.fidelityRules, ","),
 		Train20Args: strings.Fields(c.t20Args), Train20NoBaselines: !c.t20Base}
 	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
 		return usageErr("--rounds and --repo: with --against only")
@@ -181,6 +186,11 @@ func (c *benchCmd) print(rep *bench.Report) error {
 				return err
 			}
 			printInherit(c.env.Stdout, r.Inherit, rep.Smoke)
+		case r.Preempt != nil:
+			if err := w.Flush(); err != nil { // the table below aligns its own columns
+				return err
+			}
+			r.Preempt.Print(c.env.Stdout, rep.Smoke)
 		case r.ZDT != nil:
 			if err := w.Flush(); err != nil { // the table below aligns its own columns
 				return err

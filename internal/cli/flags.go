@@ -166,6 +166,7 @@ type searchFlags struct {
 	failFast                        int
 	seed                            uint64
 	earlyStop, maxStepGene          string
+	rungSelect                      string
 	minStep, maxStep                int64
 	eta                             int
 	ackWait, progress, idleAlarm    time.Duration
@@ -175,6 +176,7 @@ type searchFlags struct {
 	objectives, hvRef               string
 	constraints                     repeated
 	crossover, mutationRate         float64
+	costTie                         float64
 	novel                           bool
 	target                          float64
 	plateau                         int
@@ -210,12 +212,14 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
 	fs.StringVar(&s.maxStepGene, "max-step-gene", "", "with --early-stop: the gene that holds each design's own training length in report steps, such as epochs; a design's report at or past it is its last, never judged at a rung (fixed for the run)")
 	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
+	fs.StringVar(&s.rungSelect, "rung-select", "", "with --early-stop: off keeps parents to designs that trained to their end; reached lets a stopped design be a parent, competing with the fitness it reached at its rung; promoted does so only for a design stopped at or past the second rung (default: "+controller.SelectDefault+" with asha, "+controller.SelectMedianDefault+" with median; fixed for the run)")
 	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
 	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
 	fs.StringVar(&s.maxCheckpoint, "max-checkpoint", "1GiB", "largest checkpoint stored (such as 200MB or 2GiB); a larger one is refused and the result kept")
 	fs.StringVar(&s.objectives, "objectives", "fitness:max", "what the search optimizes: name:max or name:min, comma-separated, each name fitness or a key of the results' metrics (zdt1, zdt2: f1:min,f2:min); two or more rank the pool by Pareto dominance; fixed for the run")
 	fs.Var(&s.constraints, "constraint", "a bound on fitness or a metric, such as params<=60000 (<=, >=, <, >); repeatable; designs that meet every constraint rank first, the others by their total violation; fixed for the run")
 	fs.StringVar(&s.hvRef, "hv-ref", "", "the hypervolume's reference point, one value per objective in its own units, comma-separated (default: the initial designs' worst values widened by 10% of their range; zdt1, zdt2: 1.1,1.1)")
+	fs.Float64Var(&s.costTie, "cost-tie", controller.CostTieDefault, "tournament entrants whose fitness differ by at most this are compared by the slot-seconds their evaluations took, the cheaper winning (0: fitness alone; fixed for the run)")
 	fs.Float64Var(&s.crossover, "crossover", controller.CrossoverDefault, "probability that a new design is the crossover of two tournament winners rather than a copy of one (fixed for the run)")
 	fs.BoolVar(&s.novel, "novel", controller.NovelDefault, "make a child again (up to 20 draws) while its genome is that of one of the run's last 10,000 evaluated designs, so that no evaluation repeats one already measured; false lets children repeat them, as runs recorded before the flag did (fixed for the run)")
 	fs.Float64Var(&s.mutationRate, "mutation-rate", controller.MutationRateDefault, "probability that a mutation alters each parameter, at least one; 0: exactly one parameter (fixed for the run)")
@@ -284,6 +288,9 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 	if isSet(fs, "crossover") {
 		cfg.Crossover = new(s.crossover)
 	}
+	if isSet(fs, "cost-tie") {
+		cfg.CostTie = new(s.costTie)
+	}
 	if isSet(fs, "novel") {
 		cfg.Novel = new(s.novel)
 	}
@@ -298,7 +305,7 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 // they mean nothing without a rule, and a restart compares the rule whole.
 func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error) {
 	if !isSet(fs, "early-stop") {
-		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha", name)
 			}
@@ -311,7 +318,7 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 		return nil, usageErr("--early-stop %q: want none, median or asha", s.earlyStop)
 	}
 	if s.earlyStop == controller.RuleNone {
-		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha, not none", name)
 			}
@@ -320,7 +327,15 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 	if isSet(fs, "max-step-gene") && s.maxStepGene == "" {
 		return nil, usageErr("--max-step-gene '': name the gene that holds each design's training length, or leave the flag out")
 	}
-	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta, MaxStepGene: s.maxStepGene}, nil
+	sel := ""
+	if isSet(fs, "rung-select") {
+		// Left out, it is the record's on a restart, the default on a new run.
+		if s.rungSelect == "" || !schema.SelectValid(s.rungSelect) {
+			return nil, usageErr("--rung-select %q: want off, reached or promoted", s.rungSelect)
+		}
+		sel = s.rungSelect
+	}
+	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta, MaxStepGene: s.maxStepGene, Select: sel}, nil
 }
 
 // config builds the controller config from the flags given explicitly: a
@@ -508,7 +523,8 @@ type evalFlags struct {
 	persistent             bool
 	simMean, simFail       float64
 	simSigma               float64
-	simCurve               bool
+	simCurve, simProgress  bool
+	simFixedTime           bool
 	simSteps               int
 	simCheckpoint          string
 	simCheckpointBytes     int64 // resolved by validate
@@ -519,7 +535,7 @@ type evalFlags struct {
 
 // evalFlagNames are the flags of evalFlags.
 var evalFlagNames = []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "stop-grace",
-	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "nb201-noise"}
+	"sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "sim-progress", "sim-fixed-time", "nb201-noise"}
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
 	e.fs = fs
@@ -531,6 +547,8 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&e.simFail, "sim-fail", 0.0, "sim: share of designs that are infeasible and return at once")
 	fs.BoolVar(&e.simCurve, "sim-curve", false, "sim: report a learning curve of --sim-steps steps, so that early stopping has something to decide; the time per design is the same, spread over the steps")
 	fs.IntVar(&e.simSteps, "sim-steps", evaluators.SimStepsDefault, "sim with --sim-curve: steps, and reports, of a full training")
+	fs.BoolVar(&e.simProgress, "sim-progress", false, "sim with --sim-curve: save the design's step after each step, and resume an interrupted design (the walltime, a worker lost) from its last saved step, as a trainer that saves progress checkpoints does")
+	fs.BoolVar(&e.simFixedTime, "sim-fixed-time", false, "sim: draw each design's time from the design alone, so that every attempt of it takes as long, as a real training does (default: each attempt draws its own)")
 	fs.DurationVar(&e.stopGrace, "stop-grace", worker.StopGraceDefault, "time an evaluator stopped early has to end its design (one-shot: after SIGTERM, then SIGKILL; persistent: after the stop answer, then its process is killed)")
 	fs.DurationVar(&e.evalTimeout, "eval-timeout", 0, "time limit of one evaluation (0: none)")
 	fs.Float64Var(&e.nb201Noise, "nb201-noise", 0, "nb201: standard deviation, in accuracy points, of normal noise added to each evaluation, so that the same cell evaluated twice differs as two trainings would (0: none)")
@@ -638,6 +656,9 @@ func (e *evalFlags) spec(rec *schema.Evaluator) (*schema.Evaluator, error) {
 	}
 	s.Sim = e.simSpec(s.Sim, s.Builtin == schema.EvaluatorSim, set)
 	s.NB201 = e.nb201Spec(s.NB201, s.Builtin == schema.EvaluatorNB201, set)
+	if s.Sim != nil && s.Sim.Progress && !s.Sim.Curve {
+		return nil, usageErr("--sim-progress needs --sim-curve: sim saves the step of its curve, and without one it has none")
+	}
 	if s.Persistent && s.Cmd == "" {
 		return nil, usageErr("--persistent needs --eval-cmd (the run's evaluator is the built-in %s)", s.Builtin)
 	}
@@ -654,7 +675,7 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 		return nil
 	}
 	s := schema.SimEvaluator{Mean: time.Duration(e.simMean * float64(time.Second)), Sigma: e.simSigma, Fail: e.simFail,
-		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes}
+		Curve: e.simCurve, Steps: e.simSteps, Checkpoint: e.simCheckpointBytes, Progress: e.simProgress, FixedTime: e.simFixedTime}
 	if rec == nil {
 		return &s
 	}
@@ -662,7 +683,8 @@ func (e *evalFlags) simSpec(rec *schema.SimEvaluator, sim bool, set func(string)
 	for name, take := range map[string]func(){
 		"sim-mean": func() { out.Mean = s.Mean }, "sim-sigma": func() { out.Sigma = s.Sigma }, "sim-fail": func() { out.Fail = s.Fail },
 		"sim-curve": func() { out.Curve = s.Curve }, "sim-steps": func() { out.Steps = s.Steps },
-		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }} {
+		"sim-checkpoint": func() { out.Checkpoint = s.Checkpoint }, "sim-progress": func() { out.Progress = s.Progress },
+		"sim-fixed-time": func() { out.FixedTime = s.FixedTime }} {
 		if set(name) {
 			take()
 		}
@@ -705,7 +727,8 @@ func buildEvaluator(spec *schema.Evaluator, logDir string) (worker.Evaluator, er
 		return evaluators.MLP{}, nil
 	case schema.EvaluatorSim:
 		s := spec.Sim
-		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint}, nil
+		return evaluators.Sim{Mean: s.Mean, Fail: s.Fail, Sigma: s.Sigma, Curve: s.Curve, Steps: s.Steps, Checkpoint: s.Checkpoint,
+			Progress: s.Progress, FixedTime: s.FixedTime}, nil
 	case schema.EvaluatorNoop:
 		return evaluators.Noop{}, nil
 	case schema.EvaluatorZDT1, schema.EvaluatorZDT2:

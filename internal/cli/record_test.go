@@ -19,9 +19,9 @@ var recordedFlags = map[string]string{
 	"config": "space_yaml", "budget": "budget", "init": "init", "pool": "pool", "replace": "replace",
 	"tournament": "tournament", "seed": "seed", "fail-fast": "fail_fast", "from-run": "seeds_from",
 	"constraint": "constraints", "objectives": "objectives", "hv-ref": "hv_ref",
-	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel",
+	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel", "cost-tie": "variation.cost_tie",
 	"early-stop": "early_stop.rule", "eta": "early_stop.eta", "max-step": "early_stop.max_step", "min-step": "early_stop.min_step",
-	"max-step-gene":  "early_stop.max_step_gene",
+	"max-step-gene": "early_stop.max_step_gene", "rung-select": "early_stop.select",
 	"checkpoint-dir": "checkpoints.dir", "inherit": "checkpoints.inherit", "keep-checkpoints": "checkpoints.keep",
 	"max-checkpoint": "checkpoints.max",
 	"ack-wait":       "ack_wait_ns", "error-retries": "error_retries", "margin": "margin", "max-deliver": "max_deliver",
@@ -31,6 +31,7 @@ var recordedFlags = map[string]string{
 	"eval-timeout": "evaluator.timeout_ns", "stop-grace": "evaluator.stop_grace_ns",
 	"sim-mean": "evaluator.sim.mean_ns", "sim-sigma": "evaluator.sim.sigma", "sim-fail": "evaluator.sim.fail",
 	"sim-curve": "evaluator.sim.curve", "sim-steps": "evaluator.sim.steps", "sim-checkpoint": "evaluator.sim.checkpoint",
+	"sim-progress": "evaluator.sim.progress", "sim-fixed-time": "evaluator.sim.fixed_time",
 	"nb201-noise": "evaluator.nb201.noise",
 }
 

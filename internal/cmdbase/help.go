@@ -21,13 +21,13 @@ var FlagGroups = []struct {
 	Flags   []string
 }{
 	{"Search", []string{"config", "run", "budget", "time-budget", "target", "plateau", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
-	{"Objectives and variation", []string{"objectives", "constraint", "hv-ref", "crossover", "mutation-rate", "novel"}},
-	{"Early stopping", []string{"early-stop", "min-step", "max-step", "max-step-gene", "eta", "stop-grace"}},
+	{"Objectives and variation", []string{"objectives", "constraint", "hv-ref", "crossover", "mutation-rate", "novel", "cost-tie"}},
+	{"Early stopping", []string{"early-stop", "min-step", "max-step", "max-step-gene", "eta", "rung-select", "stop-grace"}},
 	{"Checkpoints and inheritance", []string{"inherit", "checkpoint-dir", "max-checkpoint", "keep-checkpoints", "checkpoint-mount"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver", "error-retries", "quarantine-after"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "host", "walltime", "walltime-margin",
 		"min-eval-time", "drain-timeout", "wait-for-run"}},
-	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-checkpoint", "nb201-noise"}},
+	{"Evaluators", []string{"evaluator", "eval-cmd", "persistent", "eval-timeout", "eval-logs", "sim-mean", "sim-sigma", "sim-fail", "sim-curve", "sim-steps", "sim-progress", "sim-fixed-time", "sim-checkpoint", "nb201-noise"}},
 	{"Broker and store", []string{"dir", "listen", "sync", "max-store", "nats", "connect", "connect-file", "replicas",
 		"cluster-name", "server-name", "cluster-listen", "routes"}},
 	{"Security", []string{"insecure", "auth", "trust", "credential-expiry", "creds", "nkey", "worker-creds", "reader-creds", "tls-cert", "tls-key", "tls-ca", "tls-verify"}},

@@ -118,6 +118,9 @@ func NewModel(run string, rec *schema.Run) (*Model, error) {
 	}
 	m.fold = runstate.NewFoldFor(runstate.NewTally(run, budget, runstate.RulesOf(rec)), init, pool, replace, obj, ref)
 	m.fold.SetStopRule(runstate.StopRuleOf(rec))
+	if rec != nil {
+		m.fold.SetSelect(rec.EarlyStop)
+	}
 	if rec != nil && rec.EarlyStop != nil {
 		m.rungs = runstate.NewRungs(run, rec.EarlyStop)
 	}

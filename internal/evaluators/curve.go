@@ -79,7 +79,9 @@ func SimCurve(genome map[string]any, steps int) []float64 {
 }
 
 // evaluateCurve spends d over the steps of s's curve, reporting after
-// each, and ends stopped at the first report whose answer is stop.
+// each, and ends stopped at the first report whose answer is stop. With
+// Progress on it starts after the step its task's saved progress holds,
+// and saves each step it reaches.
 func (s Sim) evaluateCurve(ctx context.Context, t worker.Task, d time.Duration) worker.Outcome {
 	n := s.Steps
 	if n == 0 {
@@ -88,19 +90,24 @@ func (s Sim) evaluateCurve(ctx context.Context, t worker.Task, d time.Duration) 
 	if n < 0 {
 		return worker.Failed(ctx, fmt.Errorf("sim: Steps is %d, want 1 or more (0 for %d)", n, SimStepsDefault))
 	}
+	from, unusable := s.resumeStep(t, n)
 	var last worker.Progress
-	for i, f := range SimCurve(t.Design.Genome, n) {
+	curve := SimCurve(t.Design.Genome, n)
+	for i := from; i < n; i++ {
 		if !sleepCtx(ctx, stepTime(d, i, n)) {
 			return worker.Failed(ctx, ctx.Err())
 		}
 		// The last step is marked so: the rule records it and judges
 		// nothing, as it does for every design that reached its end.
-		last = worker.Progress{Step: int64(i + 1), Fitness: f, Metrics: curveMetrics(f), Last: i == n-1}
+		last = worker.Progress{Step: int64(i + 1), Fitness: curve[i], Metrics: curveMetrics(curve[i]), Last: i == n-1}
 		if stop, reason := t.Report(ctx, last); stop {
-			return worker.Stopped(last, reason)
+			return withUnusable(worker.Stopped(last, reason), unusable)
+		}
+		if i < n-1 {
+			s.saveStep(t, int64(i+1))
 		}
 	}
-	return worker.Outcome{Status: schema.StatusOK, Fitness: last.Fitness, Metrics: curveMetrics(last.Fitness)}
+	return withUnusable(worker.Outcome{Status: schema.StatusOK, Fitness: last.Fitness, Metrics: curveMetrics(last.Fitness)}, unusable)
 }
 
 // curveMetrics is what a report of Sim's curve carries besides fitness: a

@@ -75,6 +75,18 @@ type Sim struct {
 	// design, and expected of its parent's; 0 writes none, and a negative
 	// size fails every design. Defaults to 0.
 	Checkpoint int64
+	// Progress makes Sim with Curve on save its step to the task's
+	// ProgressOut after each step but the last, and resume a task handed
+	// ProgressIn from the step saved there: its reports, and its fitness,
+	// are those of an uninterrupted training, and only the steps after
+	// the saved one take time. Defaults to off.
+	Progress bool
+	// FixedTime draws a design's time, and whether it is infeasible, from
+	// its ID alone, so that every attempt of it trains as long, as a real
+	// training does: an interrupted design trained again from scratch
+	// takes its whole time again. Off, each attempt draws its own.
+	// Defaults to off.
+	FixedTime bool
 }
 
 // SimSigma is the sigma of the lognormal evaluation time of Sim.
@@ -86,6 +98,10 @@ func (Sim) Name() string { return "sim" }
 // NoCheckpoints implements worker.NoCheckpoints: Sim writes one only
 // with Checkpoint set.
 func (s Sim) NoCheckpoints() bool { return s.Checkpoint == 0 }
+
+// SavesProgress implements worker.SavesProgress: Sim saves progress with
+// Progress and Curve on.
+func (s Sim) SavesProgress() bool { return s.Progress && s.Curve }
 
 // Evaluate implements worker.Evaluator.
 func (s Sim) Evaluate(ctx context.Context, t worker.Task) worker.Outcome {
@@ -164,9 +180,14 @@ func (s Sim) finish(t worker.Task, out worker.Outcome, inherit map[string]any) w
 }
 
 // Draw is what Evaluate does with t: take d to evaluate it, or find it
-// infeasible at once. It depends on the design's ID and the attempt alone.
+// infeasible at once. It depends on the design's ID and the attempt alone,
+// and with FixedTime on the ID alone.
 func (s Sim) Draw(t worker.Task) (d time.Duration, infeasible bool) {
-	r := rand.New(rand.NewPCG(hash64(t.Design.ID), uint64(t.Attempt)))
+	attempt := uint64(t.Attempt)
+	if s.FixedTime {
+		attempt = 0 // no attempt is 0: a stream of the design's own
+	}
+	r := rand.New(rand.NewPCG(hash64(t.Design.ID), attempt))
 	if r.Float64() < s.Fail {
 		return 0, true
 	}

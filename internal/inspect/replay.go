@@ -140,6 +140,7 @@ func (c *replayCmd) Run(ctx context.Context, args []string) error {
 		check: failFastOf(ri.Run), space: space}
 	rep.fold.SetStopRule(runstate.StopRuleOf(ri.Run))
 	if ri.Run != nil {
+		rep.fold.SetSelect(ri.Run.EarlyStop)
 		rep.recorded = ri.Run.Failure
 	}
 	if err := r.Results(ctx, ri.ID, rep.apply); err != nil {

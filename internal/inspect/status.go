@@ -65,6 +65,10 @@ type runStatus struct {
 	// (budget, target, plateau, time, failed, interrupted); "" while it
 	// runs.
 	StopReason schema.StopReason `json:"stop_reason,omitempty"`
+	// Progress is what saved progress did for the run's interrupted
+	// designs (runstate.ProgressOf): resumed, or retrained from scratch;
+	// nil when no counted design was interrupted.
+	Progress *runstate.ProgressSummary `json:"progress,omitempty"`
 	// Checkpoints is the run's checkpoint store now; nil for a run that
 	// keeps none.
 	Checkpoints *checkpointStatus `json:"checkpoints,omitempty"`
@@ -296,6 +300,7 @@ func (st *runStatus) worker(id string) *workerStatus {
 func (st *runStatus) take(f *runstate.Figures) {
 	st.Done, st.ByStatus, st.Best, st.BestID = f.Done, f.ByStatus, f.Best, f.BestID
 	st.Duplicates, st.Foreign, st.Malformed, st.Retried = f.Duplicates, f.Foreign, f.Malformed, f.Retried
+	st.Progress = runstate.ProgressOf(f)
 	for id, wf := range f.Workers {
 		w := st.worker(id)
 		w.Host, w.Evaluations, w.Failures, w.LastResult = wf.Host, wf.Evaluations, wf.Failures, wf.LastResult
@@ -422,6 +427,9 @@ func (st *runStatus) print(env cmdbase.Env) {
 	}
 	if st.Best != nil {
 		fmt.Fprintf(env.Stdout, "best: %.4f (%s)\n", *st.Best, st.BestID)
+	}
+	if line := progressLine(st.Progress); line != "" {
+		fmt.Fprintln(env.Stdout, line)
 	}
 	if len(st.Settings) > 0 {
 		fmt.Fprintf(env.Stdout, "settings: %s\n", strings.Join(st.Settings, " "))
@@ -574,4 +582,24 @@ func byteSize(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// progressLine says what saved progress did for the interrupted designs,
+// naming only the figures that are not zero; "" when both are.
+func progressLine(p *runstate.ProgressSummary) string {
+	if p == nil {
+		return ""
+	}
+	var parts []string
+	if p.Resumed > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s resumed from saved progress (%.1f slot-s not repeated)", p.Resumed,
+			map[bool]string{true: "design", false: "designs"}[p.Resumed == 1], p.ResumedSavedS))
+	}
+	if p.FromScratch > 0 {
+		parts = append(parts, fmt.Sprintf("%d retrained from scratch (about %.1f slot-s)", p.FromScratch, p.FromScratchCostS))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "interrupted: " + strings.Join(parts, "; ")
 }
