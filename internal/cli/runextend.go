@@ -132,6 +132,15 @@ func (c *runExtendCmd) ask(ctx context.Context, s *session) (*schema.ExtendReply
 	actx, cancel := context.WithTimeout(ctx, controller.ExtendWait)
 	defer cancel()
 	msg, err := s.nc.RequestWithContext(actx, schema.ExtendSubject(c.run), body)
+	// A controller subscribes a moment after it has written its connect
+	// files and its record: asked just then, nobody answers yet.
+	for wait := time.Now().Add(extendStartWait); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(wait) && c.mayStart(actx, s); {
+		select {
+		case <-actx.Done():
+		case <-time.After(extendRetry):
+		}
+		msg, err = s.nc.RequestWithContext(actx, schema.ExtendSubject(c.run), body)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, c.noController(ctx, s)
@@ -141,6 +150,20 @@ func (c *runExtendCmd) ask(ctx context.Context, s *session) (*schema.ExtendReply
 		return nil, fmt.Errorf("ask run %s's controller: %w", c.run, err)
 	}
 	return schema.DecodeExtendReply(msg.Data)
+}
+
+// extendStartWait bounds how long run extend asks again a run whose
+// controller has not subscribed yet, every extendRetry.
+const (
+	extendStartWait = 5 * time.Second
+	extendRetry     = 200 * time.Millisecond
+)
+
+// mayStart says whether the run is on the broker and not ended, so that
+// its controller may be about to answer.
+func (c *runExtendCmd) mayStart(ctx context.Context, s *session) bool {
+	ri, err := history.FromJS(s.js).Pick(ctx, c.run)
+	return err == nil && ri.Run != nil && ri.Phase != schema.PhaseDone && ri.Phase != schema.PhaseFailed
 }
 
 // noController says why no controller answered: the run has ended (what
