@@ -193,7 +193,12 @@ func TestRunExtendOperatorMode(t *testing.T) {
 			t.Errorf("run extend with %s: exit %d after %s; want 2 at once, naming the admin's file\n%s", filepath.Base(f), r.code, time.Since(began), r.stderr)
 		}
 	}
-	// No worker yet: the run cannot end before the raise.
+	// The controller writes the workers' connect file before it records
+	// the run: extend the run once it is there, as its user would. No
+	// worker yet: the run cannot end before the raise.
+	waitFor(t, time.Minute, func() bool {
+		return evoq(t, 20*time.Second, "status", "--connect", admin, "--run", "eo").code == 0
+	})
 	r := evoq(t, time.Minute, "run", "extend", "--connect", admin, "--run", "eo", "--budget", "20")
 	if r.code != 0 || !strings.Contains(r.stdout, "budget 20") {
 		t.Fatalf("run extend with the admin's file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
