@@ -309,10 +309,13 @@ func replayUntil(t *testing.T, dir string, n int) replayPool {
 // stoppedParents is the number of designs whose first parent ended
 // stopped.
 func stoppedParents(results []*schema.Result) int {
+	// A design's first result is the one that counts: a design evaluated
+	// twice (its worker killed) may have a stopped result after the ok one
+	// that went into the pool.
 	stopped := map[string]bool{}
 	for _, r := range results {
-		if r.Status == schema.StatusStopped {
-			stopped[r.DesignID] = true
+		if _, seen := stopped[r.DesignID]; !seen {
+			stopped[r.DesignID] = r.Status == schema.StatusStopped
 		}
 	}
 	n := 0
