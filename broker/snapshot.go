@@ -49,7 +49,8 @@ var ErrSnapshotGap = errors.New("a message was lost on the way")
 
 // ReadStored hands fn, in stream order, the messages of stream that match
 // filter and were stored when it began: every one, or the last of each
-// subject when lastPerSubject. It reads through a push consumer of its
+// subject when lastPerSubject; a message removed while the read goes on
+// may not come, and one stored since may. It reads through a push consumer of its
 // own, delivered to this client's inbox with flow control, and does not
 // delete it (see SnapshotIdle). fn returning ErrStopReading ends the read
 // without an error.
