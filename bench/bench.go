@@ -122,6 +122,18 @@ type Config struct {
 	// workload, so that other search settings can be measured on it.
 	// Defaults to none.
 	Train20Args []string
+	// Train20RuleArgs are flags added to each early-stopping run of the
+	// train20 workload (not to its full-training and --inherit runs),
+	// such as --brackets 3. Defaults to none.
+	Train20RuleArgs []string
+	// Train20MinStep is the train20 workload's first rung, for evoq's
+	// rules and Optuna's pruners alike. 0: the workload's, 3.
+	Train20MinStep int
+	// Train20Rules are the early-stopping rules the train20 workload runs
+	// beside full training, of median and asha. Defaults to both.
+	Train20Rules []string
+	// Train20NoInherit leaves the train20 workload's --inherit run out.
+	Train20NoInherit bool
 	// Train20NoBaselines leaves the train20 workload's Optuna studies out,
 	// and with them the target that compares with them. Defaults to
 	// false: they run, and Python must have Debian's python3-optuna.
@@ -181,8 +193,20 @@ func (c Config) validate() error {
 			return &ConfigError{Field: "DaskScript", Value: c.DaskScript, Reason: err.Error()}
 		}
 	}
-	if err := validateTrain20Args(c.Train20Args); err != nil {
+	if err := validateTrain20Args("Train20Args", c.Train20Args); err != nil {
 		return err
+	}
+	if err := validateTrain20Args("Train20RuleArgs", c.Train20RuleArgs); err != nil {
+		return err
+	}
+	for _, rule := range c.Train20Rules {
+		if rule != schema.RuleMedian && rule != schema.RuleASHA {
+			return &ConfigError{Field: "Train20Rules", Value: rule, Reason: "want median or asha"}
+		}
+	}
+	if c.Train20MinStep < 0 || c.Train20MinStep >= train20Epochs {
+		return &ConfigError{Field: "Train20MinStep", Value: strconv.Itoa(c.Train20MinStep),
+			Reason: fmt.Sprintf("the first rung: want 1 to %d, below the %d epochs (0 for the workload's)", train20Epochs-1, train20Epochs)}
 	}
 	if c.Against != "" {
 		return c.validateAgainst()

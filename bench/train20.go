@@ -81,6 +81,11 @@ type Train20Settings struct {
 	Seeds   int            `json:"seeds"`
 	// Args are flags added to every evoq run (Config.Train20Args).
 	Args []string `json:"args,omitempty"`
+	// RuleArgs are flags added to the rule runs (Config.Train20RuleArgs),
+	// Rules the rules run, and Inherit whether the --inherit run did.
+	RuleArgs []string `json:"rule_args,omitempty"`
+	Rules    []string `json:"rules"`
+	Inherit  bool     `json:"inherit"`
 	// Baselines says whether the Optuna studies ran.
 	Baselines bool `json:"baselines"`
 }
@@ -96,16 +101,26 @@ type Train20Settings struct {
 // run's slot-seconds with room (each run's Coverage says). The smoke run
 // is 8 designs of 6 epochs, rungs at 1 and 3.
 func train20Settings(cfg Config) Train20Settings {
-	s := Train20Settings{Slots: 2, Workers: 1, Epochs: 30, Budget: 40, Init: 8, Pool: 6, MinStep: 3, Eta: 3, Seeds: 3,
-		Factor: map[string]int{schema.RuleMedian: 3, schema.RuleASHA: 5}, Args: cfg.Train20Args, Baselines: !cfg.Train20NoBaselines}
+	s := Train20Settings{Slots: 2, Workers: 1, Epochs: train20Epochs, Budget: 40, Init: 8, Pool: 6, MinStep: 3, Eta: 3, Seeds: 3,
+		Factor: map[string]int{schema.RuleMedian: 3, schema.RuleASHA: 5}, Args: cfg.Train20Args, Baselines: !cfg.Train20NoBaselines,
+		RuleArgs: cfg.Train20RuleArgs, Rules: fidelityRules, Inherit: !cfg.Train20NoInherit}
+	if len(cfg.Train20Rules) > 0 {
+		s.Rules = cfg.Train20Rules
+	}
 	if cfg.Smoke {
 		s.Epochs, s.Budget, s.Init, s.Pool, s.MinStep, s.Seeds = 6, 8, 4, 4, 1, 1
+	}
+	if cfg.Train20MinStep > 0 {
+		s.MinStep = min(cfg.Train20MinStep, s.Epochs-1)
 	}
 	if cfg.Seeds > 0 {
 		s.Seeds = cfg.Seeds
 	}
 	return s
 }
+
+// train20Epochs is the workload's training length, in epochs.
+const train20Epochs = 30
 
 func (s Train20Settings) budget(rule string) int {
 	if f, ok := s.Factor[rule]; ok {
@@ -135,7 +150,11 @@ func (s Train20Settings) args(f train20Files, seed int, rule string, inherit boo
 	if inherit {
 		a = append(a, "--inherit")
 	}
-	return append(a, s.Args...)
+	a = append(a, s.Args...)
+	if rule != ruleNone {
+		a = append(a, s.RuleArgs...)
+	}
+	return a
 }
 
 func train20RunID(seed int) string { return "train20-s" + strconv.Itoa(seed) }
@@ -287,7 +306,7 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 	if t, ok := firstReached(fullSpans, ts.Full.Best); ok && ts.Full.SlotS > 0 {
 		ts.FullBestShare = sig4(slotSecondsAt(fullSpans, t) / ts.Full.SlotS)
 	}
-	for _, rule := range fidelityRules {
+	for _, rule := range s.Rules {
 		p, res, err := r.train20Run(ctx, s, f, seed, rule, false)
 		if err != nil {
 			return nil, err
@@ -298,14 +317,16 @@ func (r *runner) train20Seed(ctx context.Context, s Train20Settings, f train20Fi
 		ts.Runs = append(ts.Runs, fr)
 		ts.Epochs = append(ts.Epochs, atEqualEpochs(rule, spans, ts.Full.Best, ts.FullEpochs))
 	}
-	p, res, err := r.train20Run(ctx, s, f, seed, ruleNone, true)
-	if err != nil {
-		return nil, err
+	if s.Inherit {
+		p, res, err := r.train20Run(ctx, s, f, seed, ruleNone, true)
+		if err != nil {
+			return nil, err
+		}
+		scratch, _ := inheritFigures(modeScratch, fullP, fullRes.results, fullRes.verdicts)
+		inherit, spans := inheritFigures(modeInherit, p, res.results, res.verdicts)
+		ts.Inherit = compareInherit(seed, scratch, inherit, spans)
+		ts.Epochs = append(ts.Epochs, atEqualEpochs(modeInherit, spans, ts.Full.Best, ts.FullEpochs))
 	}
-	scratch, _ := inheritFigures(modeScratch, fullP, fullRes.results, fullRes.verdicts)
-	inherit, spans := inheritFigures(modeInherit, p, res.results, res.verdicts)
-	ts.Inherit = compareInherit(seed, scratch, inherit, spans)
-	ts.Epochs = append(ts.Epochs, atEqualEpochs(modeInherit, spans, ts.Full.Best, ts.FullEpochs))
 	if !s.Baselines {
 		return ts, nil
 	}
@@ -460,11 +481,16 @@ func (t *Train20) summarize() {
 	var full []FidelityRun
 	for _, ts := range t.Seeds {
 		full = append(full, ts.Full)
-		inh.Seeds = append(inh.Seeds, ts.Inherit)
+		if ts.Inherit != nil {
+			inh.Seeds = append(inh.Seeds, ts.Inherit)
+		}
 		t.CPUShareMax = max(t.CPUShareMax, ts.Full.CPUShare)
 	}
-	inh.summarize()
-	t.Inherit = inh
+	t.Inherit = nil
+	if len(inh.Seeds) > 0 {
+		inh.summarize()
+		t.Inherit = inh
+	}
 	if len(t.Seeds) == 0 {
 		return
 	}
@@ -515,12 +541,12 @@ var train20Owned = []string{"run", "seed", "config", "eval-cmd", "persistent", "
 
 // validateTrain20Args refuses Train20Args that name a flag the workload
 // sets itself.
-func validateTrain20Args(args []string) error {
+func validateTrain20Args(field string, args []string) error {
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if strings.HasPrefix(a, "-") && slices.Contains(train20Owned, name) {
-			return &ConfigError{Field: "Train20Args", Value: a, Reason: "the train20 workload sets --" + name +
-				" itself, the same for every run it compares; pass search settings only (such as --pool, --tournament)"}
+			return &ConfigError{Field: field, Value: a, Reason: "the train20 workload sets --" + name +
+				" itself, the same for every run it compares (evoq bench --train20-min-step sets the first rung); pass search or rule settings only (such as --pool, --brackets)"}
 		}
 	}
 	return nil
@@ -547,14 +573,17 @@ func (r *runner) prepareTrain20(ctx context.Context) error {
 // and the targets; a smoke run's are not judged.
 func (t *Train20) Print(out io.Writer, smoke bool) {
 	s := t.Settings
-	extra := "none"
+	extra, ruleExtra := "none", ""
 	if len(s.Args) > 0 {
 		extra = strings.Join(s.Args, " ")
 	}
+	if len(s.RuleArgs) > 0 {
+		ruleExtra = " " + strings.Join(s.RuleArgs, " ")
+	}
 	fmt.Fprintf(out, "  evoq run: bench/train20.py, persistent, one torch thread a slot; %d slots in %d worker process(es); %d epochs; seeds 1..%d\n",
 		s.Slots, s.Workers, s.Epochs, s.Seeds)
-	fmt.Fprintf(out, "  budgets in designs: full %d (init %d, pool %d), asha %d, median %d; rules --min-step %d --eta %d --max-step %d; extra flags: %s\n",
-		s.Budget, s.Init, s.Pool, s.budget(schema.RuleASHA), s.budget(schema.RuleMedian), s.MinStep, s.Eta, s.Epochs, extra)
+	fmt.Fprintf(out, "  budgets in designs: full %d (init %d, pool %d), asha %d, median %d; rules (%s) --min-step %d --eta %d --max-step %d%s; extra flags: %s\n",
+		s.Budget, s.Init, s.Pool, s.budget(schema.RuleASHA), s.budget(schema.RuleMedian), strings.Join(s.Rules, ", "), s.MinStep, s.Eta, s.Epochs, ruleExtra, extra)
 	if s.Baselines {
 		fmt.Fprintf(out, "  optuna: TPESampler(seed), pruners none, HyperbandPruner(min_resource=%d, max_resource=%d, reduction_factor=%d), "+
 			"MedianPruner(n_warmup_steps=%d); one trial at a time, %d studies at once, each until its trials spent the full run's slot-seconds\n",

@@ -89,11 +89,11 @@ func TestTrain20Args(t *testing.T) {
 		t.Errorf("extra flags not last: %v", full)
 	}
 	for _, bad := range [][]string{{"--budget", "9"}, {"--inherit"}, {"-early-stop=asha"}, {"--pool", "4", "--slots=4"}} {
-		if err := validateTrain20Args(bad); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Train20Args") {
+		if err := validateTrain20Args("Train20Args", bad); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Train20Args") {
 			t.Errorf("Train20Args %v: %v, want refused", bad, err)
 		}
 	}
-	if err := validateTrain20Args([]string{"--pool", "12", "--tournament=3"}); err != nil {
+	if err := validateTrain20Args("Train20Args", []string{"--pool", "12", "--tournament=3"}); err != nil {
 		t.Errorf("search settings refused: %v", err)
 	}
 	if smoke := train20Settings(Config{Smoke: true, Seeds: 2}); smoke.Seeds != 2 || smoke.Epochs >= s.Epochs || smoke.MinStep >= smoke.Epochs {

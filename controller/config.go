@@ -472,6 +472,13 @@ func validateEarlyStop(e *schema.EarlyStop) error {
 		check{!schema.SelectValid(e.Select), "EarlyStop.Select", e.Select, "want off, reached or promoted", nil},
 		check{e.MaxStep < 0 || (e.MaxStep > 0 && e.MaxStep <= e.MinStep), "EarlyStop.MaxStep", e.MaxStep,
 			fmt.Sprintf("the step of full training must lie above MinStep (%d), or be 0 for no bound", e.MinStep), []string{"EarlyStop.MinStep"}},
+		check{e.Brackets < 0, "EarlyStop.Brackets", e.Brackets, "need at least 1", nil},
+		check{e.Brackets > 1 && e.Rule != schema.RuleASHA, "EarlyStop.Brackets", e.Brackets,
+			"brackets are asha's (asynchronous Hyperband); the median rule has one", []string{"EarlyStop.Rule"}},
+		check{e.Brackets > 1 && e.MaxStep > 0 && e.Brackets > e.MaxBracketsFor(), "EarlyStop.Brackets", e.Brackets,
+			fmt.Sprintf("the rungs below MaxStep %d (%v) make at most %d brackets, the last of which stops nothing: more would train every design of the rest to its end as well",
+				e.MaxStep, e.Rungs(e.MaxStep), e.MaxBracketsFor()), []string{"EarlyStop.MaxStep", "EarlyStop.MinStep", "EarlyStop.Eta"}},
+		check{e.Brackets > schema.MaxBrackets, "EarlyStop.Brackets", e.Brackets, fmt.Sprintf("at most %d", schema.MaxBrackets), nil},
 	)
 }
 

@@ -160,7 +160,9 @@ func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
 //
 // With SelectPromoted only a design stopped at or past the second rung
 // joins: it went on at the first, where a rank says least of the final
-// one (docs/BENCHMARKS.md, early stopping).
+// one (docs/BENCHMARKS.md, early stopping). With several brackets
+// (schema.EarlyStop.Brackets) that is bracket 0's second rung: a design
+// of a later bracket stopped at its own first rung joins, judged as late.
 func (f *Fold) SetSelect(e *schema.EarlyStop) {
 	f.joinFrom = 0
 	if e == nil || e.Rule == RuleNone {

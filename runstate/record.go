@@ -35,6 +35,9 @@ func EarlyStopText(e *schema.EarlyStop) string {
 	if e.Select == schema.SelectReached || e.Select == schema.SelectPromoted {
 		s += " select=" + e.Select
 	}
+	if e.Brackets > 1 {
+		s += fmt.Sprintf(" brackets=%d", e.Brackets)
+	}
 	return s
 }
 

@@ -32,6 +32,8 @@ const MedianMinSamples = 3
 //   - asha: the design goes on when its value is in the top 1/eta of the
 //     rung's values, its own included (rank <= ceil(n/eta), ties in its
 //     favour), so the first design at a rung always goes on.
+//     With several brackets (schema.EarlyStop.Brackets: asynchronous
+//     Hyperband), a rung's values are those of the design's bracket.
 //   - median: the value recorded is the design's running mean (the mean
 //     of its reports so far); it stops when its best report so far is
 //     below the median of the running means the other designs recorded
@@ -54,11 +56,18 @@ const MedianMinSamples = 3
 type Rungs struct {
 	rule    *schema.EarlyStop
 	run     string
-	stats   map[int64]*rungStat
+	stats   map[rungKey]*rungStat
 	designs map[uint64]*curve
 	digest  hash.Hash64
 	n       int // reports folded
 	stopped int // decisions to stop, less those withdrawn
+}
+
+// rungKey is a rung of a bracket (schema.EarlyStop.Bracket): each
+// bracket ranks its designs among its own.
+type rungKey struct {
+	bracket int
+	step    int64
 }
 
 // rungStat is what one rung has seen.
@@ -113,7 +122,7 @@ type RungDecision struct {
 // NewRungs returns the empty state of rule for run; a nil rule decides
 // nothing.
 func NewRungs(run string, rule *schema.EarlyStop) *Rungs {
-	return &Rungs{rule: rule, run: run, stats: map[int64]*rungStat{}, designs: map[uint64]*curve{}, digest: fnv.New64a()}
+	return &Rungs{rule: rule, run: run, stats: map[rungKey]*rungStat{}, designs: map[uint64]*curve{}, digest: fnv.New64a()}
 }
 
 // Apply folds in the next report in stream order and returns its
@@ -140,12 +149,12 @@ func (g *Rungs) Apply(r *schema.Report) (d RungDecision, ok bool) {
 	c.n++
 	c.best = max(c.best, r.Fitness)
 	c.ended = r.Last
-	rung, at := g.rule.RungAt(r.Step, c.lastRung)
+	rung, at := g.rule.RungAt(r.Seq, r.Step, c.lastRung)
 	if !at {
 		return RungDecision{End: r.Last}, true
 	}
 	c.lastRung = rung
-	d = g.decide(c, rung, r.Fitness, r.Last)
+	d = g.decide(c, rungKey{g.rule.Bracket(r.Seq), rung}, r.Fitness, r.Last)
 	if d.Stop {
 		c.stopStep = r.Step
 	}
@@ -162,7 +171,7 @@ func (g *Rungs) endAt(c *curve, r *schema.Report) RungDecision {
 		return RungDecision{End: true}
 	}
 	c.stopStep = -1
-	if st := g.stats[c.lastRung]; st != nil {
+	if st := g.stats[rungKey{g.rule.Bracket(r.Seq), c.lastRung}]; st != nil {
 		st.stopped--
 	}
 	g.stopped--
@@ -186,7 +195,7 @@ func (g *Rungs) curveOf(r *schema.Report) *curve {
 			// reports begin after that step, and the rungs up to it were
 			// decided by the attempts that reached them.
 			c.lastStep = r.ResumedFrom
-			if rung, at := g.rule.RungAt(r.ResumedFrom, 0); at {
+			if rung, at := g.rule.RungAt(r.Seq, r.ResumedFrom, 0); at {
 				c.lastRung = rung
 			}
 		}
@@ -194,15 +203,16 @@ func (g *Rungs) curveOf(r *schema.Report) *curve {
 	return c
 }
 
-// decide takes the decision at rung for a design whose report there has
-// fitness value; for the design's last report (end) it only records the
-// value.
-func (g *Rungs) decide(c *curve, rung int64, value float64, end bool) RungDecision {
-	st := g.stats[rung]
+// decide takes the decision at rung k for a design whose report there
+// has fitness value; for the design's last report (end) it only records
+// the value.
+func (g *Rungs) decide(c *curve, k rungKey, value float64, end bool) RungDecision {
+	st := g.stats[k]
 	if st == nil {
 		st = &rungStat{}
-		g.stats[rung] = st
+		g.stats[k] = st
 	}
+	rung := k.step
 	recorded, again := c.recorded(rung)
 	if end {
 		if !again {
@@ -226,11 +236,19 @@ func (g *Rungs) decide(c *curve, rung int64, value float64, end bool) RungDecisi
 	rank := st.values.greater(recorded) + 1
 	keep := (n + g.rule.Eta - 1) / g.rule.Eta
 	d := RungDecision{Rung: rung, Stop: rank > keep}
-	d.Reason = fmt.Sprintf("asha at rung %d: %.6g ranks %d of %d, the top 1/%d go on (%d)", rung, recorded, rank, n, g.rule.Eta, keep)
+	d.Reason = fmt.Sprintf("asha at rung %d%s: %.6g ranks %d of %d, the top 1/%d go on (%d)", rung, g.bracketText(k), recorded, rank, n, g.rule.Eta, keep)
 	if d.Stop && !again {
 		st.stopped++
 	}
 	return d
+}
+
+// bracketText names k's bracket in a reason, in a run of several.
+func (g *Rungs) bracketText(k rungKey) string {
+	if g.rule.Brackets <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" of bracket %d", k.bracket)
 }
 
 // median is the median stopping rule's decision at rung.
@@ -303,7 +321,10 @@ func (g *Rungs) Stops() int { return g.stopped }
 
 // RungStats are the figures of one rung.
 type RungStats struct {
-	Step int64 `json:"step"`
+	// Bracket is the rung's bracket (schema.EarlyStop.Brackets); 0 in a
+	// run of one.
+	Bracket int   `json:"bracket,omitempty"`
+	Step    int64 `json:"step"`
 	// Reports is the number of designs that recorded a value there (those
 	// whose last report fell there included), and Stopped how many of
 	// them the rule stopped.
@@ -315,17 +336,23 @@ type RungStats struct {
 	Best   float64 `json:"best"`
 }
 
-// Stats lists every rung that has seen a design, lowest first.
+// Stats lists every rung that has seen a design, by bracket, lowest
+// first.
 func (g *Rungs) Stats() []RungStats {
 	out := make([]RungStats, 0, len(g.stats))
-	for step, st := range g.stats {
-		rs := RungStats{Step: step, Reports: st.values.len(), Stopped: st.stopped}
+	for k, st := range g.stats {
+		rs := RungStats{Bracket: k.bracket, Step: k.step, Reports: st.values.len(), Stopped: st.stopped}
 		if rs.Reports > 0 {
 			rs.Median, rs.Best = st.values.median(), st.values.max()
 		}
 		out = append(out, rs)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Bracket != out[j].Bracket {
+			return out[i].Bracket < out[j].Bracket
+		}
+		return out[i].Step < out[j].Step
+	})
 	return out
 }
 

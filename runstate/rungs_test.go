@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +251,100 @@ func TestRungsResumedAttempt(t *testing.T) {
 	// Without resumed_from another attempt decides its rungs afresh.
 	if d, _ := g.Apply(report(1, 3, 2, 0.2)); d.Rung != 1 {
 		t.Errorf("a third attempt from scratch at step 2: %+v, want rung 1 decided again", d)
+	}
+}
+
+// TestRungsBrackets: with several brackets a design is judged at its own
+// bracket's rungs, against the designs of its bracket alone, and a bracket
+// whose first rung is at or past MaxStep stops nothing.
+func TestRungsBrackets(t *testing.T) {
+	t.Parallel()
+	// Rungs 3 and 9 below 27: bracket 0 decides at 3 and 9, bracket 1 at
+	// 9, bracket 2 nowhere.
+	rule := &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 3, MaxStep: 27, Eta: 3, Brackets: 3}
+	if err := rule.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := NewRungs("r", rule)
+	decided := map[uint64][]RungDecision{}
+	apply := func(seq uint64, step int64, f float64) {
+		t.Helper()
+		d, ok := g.Apply(report(seq, 1, step, f))
+		if !ok {
+			t.Fatalf("design %d step %d ignored", seq, step)
+		}
+		if d.Rung > 0 {
+			decided[seq] = append(decided[seq], d)
+		}
+	}
+	// Seqs 3 and 6 are bracket 0, 1 and 4 bracket 1, 2 and 5 bracket 2.
+	// Design 1 (0.6) would rank below design 3 (0.9) at rung 9 if the
+	// brackets shared their statistics, and stop.
+	fitness := map[uint64]float64{3: 0.9, 6: 0.5, 1: 0.6, 4: 0.4, 2: 0.3, 5: 0.2}
+	for _, seq := range []uint64{3, 6, 1, 4, 2, 5} {
+		for step := int64(1); step <= 27; step++ {
+			apply(seq, step, fitness[seq])
+			if ds := decided[seq]; len(ds) > 0 && ds[len(ds)-1].Stop {
+				break // its worker ends it
+			}
+		}
+	}
+	rungsOf := func(seq uint64) []int64 {
+		var out []int64
+		for _, d := range decided[seq] {
+			out = append(out, d.Rung)
+		}
+		return out
+	}
+	for seq, want := range map[uint64][]int64{3: {3, 9}, 6: {3}, 1: {9}, 4: {9}, 2: nil, 5: nil} {
+		if got := rungsOf(seq); !slices.Equal(got, want) {
+			t.Errorf("design %d (bracket %d) decided at %v, want %v", seq, rule.Bracket(seq), got, want)
+		}
+	}
+	for seq, stop := range map[uint64]bool{3: false, 6: true, 1: false, 4: true} {
+		if d := decided[seq][0]; d.Stop != stop {
+			t.Errorf("design %d at rung %d: stop %v, want %v (%s)", seq, d.Rung, d.Stop, stop, d.Reason)
+		}
+	}
+	if d := decided[1][0]; !strings.Contains(d.Reason, "bracket 1") {
+		t.Errorf("reason %q does not name the bracket", d.Reason)
+	}
+	var stats []RungStats
+	for _, s := range g.Stats() {
+		s.Median, s.Best = 0, 0
+		stats = append(stats, s)
+	}
+	want := []RungStats{{Bracket: 0, Step: 3, Reports: 2, Stopped: 1}, {Bracket: 0, Step: 9, Reports: 1}, {Bracket: 1, Step: 9, Reports: 2, Stopped: 1}}
+	if !slices.Equal(stats, want) {
+		t.Errorf("stats %+v, want %+v", stats, want)
+	}
+	if g.Stops() != 2 {
+		t.Errorf("%d stops, want 2", g.Stops())
+	}
+}
+
+// TestRungsOneBracketIsTheOld: Brackets 0 and 1 decide and digest as a
+// rule recorded before the field, for every design.
+func TestRungsOneBracketIsTheOld(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 9))
+	var reports []*schema.Report
+	for seq := uint64(1); seq <= 60; seq++ {
+		for step := int64(1); step <= 20; step++ {
+			reports = append(reports, report(seq, 1, step, rng.Float64()))
+		}
+	}
+	digest := func(brackets int) string {
+		g := NewRungs("r", &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, MaxStep: 20, Eta: 3, Brackets: brackets})
+		for _, r := range reports {
+			g.Apply(r)
+		}
+		if g.Stops() == 0 {
+			t.Fatal("nothing stopped: the comparison says nothing")
+		}
+		return g.Digest()
+	}
+	if d0, d1, d3 := digest(0), digest(1), digest(3); d0 != d1 || d0 == d3 {
+		t.Errorf("digests %s (0 brackets), %s (1), %s (3): want 0 and 1 equal, 3 apart", d0, d1, d3)
 	}
 }

@@ -258,6 +258,37 @@ type EarlyStop struct {
 	// second rung, and SelectOff (and "", in runs recorded before the
 	// field was kept) keeps the pool to designs that trained to their end.
 	Select string `msgpack:"select,omitempty" json:"select,omitempty"`
+	// Brackets is asynchronous Hyperband's number of brackets, for asha:
+	// a design is in bracket Bracket(seq), whose first rung is
+	// MinStep*Eta^bracket, and is ranked among the designs of its own
+	// bracket alone. A bracket whose first rung is at or past MaxStep
+	// stops nothing: its designs train to their end. 0 (runs recorded
+	// before the field, and runs of one bracket) and 1: every design in
+	// bracket 0.
+	Brackets int `msgpack:"brackets,omitempty" json:"brackets,omitempty"`
+}
+
+// MaxBrackets bounds EarlyStop.Brackets in a run whose training has no
+// MaxStep (with one, the bound is its rungs plus one).
+const MaxBrackets = 16
+
+// Bracket is the bracket of the design of sequence number seq: seq modulo
+// Brackets, so that every bracket gets every Brackets-th design.
+func (e *EarlyStop) Bracket(seq uint64) int {
+	if e == nil || e.Brackets <= 1 {
+		return 0
+	}
+	return int(seq % uint64(e.Brackets))
+}
+
+// MaxBracketsFor is the most brackets e's rungs allow: with a MaxStep,
+// one per rung of bracket 0 and one that stops nothing; without,
+// MaxBrackets.
+func (e *EarlyStop) MaxBracketsFor() int {
+	if e.MaxStep == 0 {
+		return MaxBrackets
+	}
+	return min(len(e.Rungs(e.MaxStep))+1, MaxBrackets)
 }
 
 // Parent selection of a run with an early-stopping rule (EarlyStop.Select).
@@ -295,6 +326,12 @@ func (e *EarlyStop) Validate() error {
 	if !SelectValid(e.Select) {
 		return invalid("early_stop", "select", "%q is not off, reached or promoted", e.Select)
 	}
+	if e.Brackets < 0 || e.Brackets > 1 && e.Rule != RuleASHA {
+		return invalid("early_stop", "brackets", "%d: want 0 or 1, or more with asha", e.Brackets)
+	}
+	if e.Brackets > e.MaxBracketsFor() {
+		return invalid("early_stop", "brackets", "%d is above %d, the rungs' bound", e.Brackets, e.MaxBracketsFor())
+	}
 	return nil
 }
 
@@ -326,11 +363,23 @@ func (e *EarlyStop) End(genome map[string]any) (end float64, ok bool) {
 	return end, !math.IsNaN(end)
 }
 
-// Rungs lists the rungs up to and including limit (MaxStep, when limit is
-// larger and MaxStep bounds them).
-func (e *EarlyStop) Rungs(limit int64) []int64 {
+// Rungs lists bracket 0's rungs up to and including limit (MaxStep, when
+// limit is larger and MaxStep bounds them).
+func (e *EarlyStop) Rungs(limit int64) []int64 { return e.BracketRungs(0, limit) }
+
+// BracketRungs lists the rungs of bracket b up to and including limit
+// (MaxStep, when limit is larger and MaxStep bounds them): MinStep*Eta^b,
+// then each Eta times the last.
+func (e *EarlyStop) BracketRungs(b int, limit int64) []int64 {
 	var out []int64
-	for r := e.MinStep; r <= limit && (e.MaxStep == 0 || r < e.MaxStep); {
+	first := e.MinStep
+	for range b {
+		if first > math.MaxInt64/int64(e.Eta) {
+			return nil
+		}
+		first *= int64(e.Eta)
+	}
+	for r := first; r <= limit && (e.MaxStep == 0 || r < e.MaxStep); {
 		out = append(out, r)
 		if r > math.MaxInt64/int64(e.Eta) {
 			break
@@ -340,16 +389,17 @@ func (e *EarlyStop) Rungs(limit int64) []int64 {
 	return out
 }
 
-// RungAt is the rung a report at step decides at, for an attempt whose
-// last decision was at rung last (0: none yet): the highest rung above
-// last and at most step. Rungs a report skips over (steps 2 then 10 with
-// rungs 3 and 9) are not decided at. ok is false when the report is at
-// no new rung. A nil EarlyStop has no rungs.
-func (e *EarlyStop) RungAt(step, last int64) (rung int64, ok bool) {
+// RungAt is the rung a report at step of the design of sequence number
+// seq decides at, for an attempt whose last decision was at rung last (0:
+// none yet): the highest rung of the design's bracket above last and at
+// most step. Rungs a report skips over (steps 2 then 10 with rungs 3 and
+// 9) are not decided at. ok is false when the report is at no new rung.
+// A nil EarlyStop has no rungs.
+func (e *EarlyStop) RungAt(seq uint64, step, last int64) (rung int64, ok bool) {
 	if e == nil || step <= last {
 		return 0, false
 	}
-	for _, r := range e.Rungs(step) {
+	for _, r := range e.BracketRungs(e.Bracket(seq), step) {
 		if r > last {
 			rung, ok = r, true
 		}

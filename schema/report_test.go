@@ -2,6 +2,8 @@ package schema
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,5 +56,55 @@ func TestReportLast(t *testing.T) {
 	got, err := DecodeReport(b)
 	if err != nil || !got.Last {
 		t.Errorf("decoded %+v, %v; want last", got, err)
+	}
+}
+
+func TestEarlyStopBrackets(t *testing.T) {
+	t.Parallel()
+	e := &EarlyStop{Rule: RuleASHA, MinStep: 3, MaxStep: 30, Eta: 3, Brackets: 4}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("4 brackets of rungs 3, 9, 27 below 30: %v", err)
+	}
+	for b, want := range [][]int64{{3, 9, 27}, {9, 27}, {27}, nil} {
+		if got := e.BracketRungs(b, 30); !slices.Equal(got, want) {
+			t.Errorf("bracket %d's rungs %v, want %v", b, got, want)
+		}
+	}
+	for seq, want := range map[uint64]int{0: 0, 1: 1, 4: 0, 7: 3} {
+		if got := e.Bracket(seq); got != want {
+			t.Errorf("design %d in bracket %d, want %d", seq, got, want)
+		}
+	}
+	// Design 1 is in bracket 1: its first rung is 9.
+	if r, ok := e.RungAt(1, 5, 0); ok {
+		t.Errorf("bracket 1 decided at %d at step 5", r)
+	}
+	if r, ok := e.RungAt(1, 10, 0); !ok || r != 9 {
+		t.Errorf("bracket 1 at step 10: rung %d %v, want 9", r, ok)
+	}
+	if r, ok := e.RungAt(4, 5, 0); !ok || r != 3 {
+		t.Errorf("bracket 0 at step 5: rung %d %v, want 3", r, ok)
+	}
+	if _, ok := e.RungAt(3, 29, 0); ok {
+		t.Error("bracket 3 (first rung 81, past max step 30) decided")
+	}
+	one := &EarlyStop{Rule: RuleASHA, MinStep: 3, MaxStep: 30, Eta: 3}
+	if one.Bracket(5) != 0 || !slices.Equal(one.BracketRungs(0, 30), one.Rungs(30)) {
+		t.Error("a rule of no brackets is not bracket 0's")
+	}
+	for _, bad := range []*EarlyStop{
+		{Rule: RuleASHA, MinStep: 3, MaxStep: 30, Eta: 3, Brackets: 5},  // rungs 3, 9, 27: at most 4
+		{Rule: RuleASHA, MinStep: 3, MaxStep: 30, Eta: 3, Brackets: -1}, // negative
+		{Rule: RuleMedian, MinStep: 3, MaxStep: 30, Eta: 3, Brackets: 2},
+		{Rule: RuleASHA, MinStep: 1, Eta: 2, Brackets: MaxBrackets + 1},
+	} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "brackets") {
+			t.Errorf("%+v: error %v, want one naming brackets", bad, err)
+		}
+	}
+	// Huge brackets' first rungs overflow to no rungs, not to a panic.
+	huge := &EarlyStop{Rule: RuleASHA, MinStep: 1 << 40, Eta: 1 << 20, Brackets: MaxBrackets}
+	if got := huge.BracketRungs(MaxBrackets-1, 1<<62); got != nil {
+		t.Errorf("overflowing bracket's rungs %v, want none", got)
 	}
 }

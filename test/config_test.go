@@ -43,6 +43,11 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"unknown rung-select", []string{"--early-stop", "asha", "--rung-select", "best"}, `--rung-select "best": want off, reached or promoted`},
 		{"rung-select reached with objectives", []string{"--early-stop", "asha", "--rung-select", "reached", "--objectives", "fitness:max,params:min"},
 			`--rung-select "reached": a stopped design has no measured objectives`},
+		{"brackets alone", []string{"--brackets", "3"}, "--brackets needs --early-stop median or asha"},
+		{"brackets with median", []string{"--early-stop", "median", "--brackets", "3"}, "--brackets 3 needs --early-stop asha"},
+		{"zero brackets", []string{"--early-stop", "asha", "--brackets", "0"}, "--brackets 0: need at least 1"},
+		{"brackets past the rungs", []string{"--early-stop", "asha", "--max-step", "27", "--eta", "3", "--brackets", "5"},
+			"--brackets 5: the rungs below MaxStep 27 ([1 3 9]) make at most 4 brackets"},
 		{"max-step-gene not in the space", []string{"--config", filepath.Join("testdata", "epochs", "space.yaml"), "--early-stop", "asha", "--max-step-gene", "epoch"},
 			`--max-step-gene "epoch": is not a number parameter at the top of the search space`},
 	} {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/evoq/evoq/controller"
 	"github.com/evoq/evoq/internal/evaluators"
 	"github.com/evoq/evoq/internal/testutil"
+	"github.com/evoq/evoq/runstate"
 	"github.com/evoq/evoq/schema"
 )
 
@@ -148,12 +150,18 @@ func TestEarlyStopRestart(t *testing.T) {
 	for _, sel := range []string{"off", "reached", ""} {
 		t.Run("select="+sel, func(t *testing.T) {
 			t.Parallel()
-			testEarlyStopRestart(t, sel)
+			testEarlyStopRestart(t, sel, 0)
 		})
 	}
+	// Asynchronous Hyperband: three brackets, whose first rungs are 1, 3
+	// and 9 (--max-step 27 --eta 3).
+	t.Run("brackets=3", func(t *testing.T) {
+		t.Parallel()
+		testEarlyStopRestart(t, "", 3)
+	})
 }
 
-func testEarlyStopRestart(t *testing.T, given string) {
+func testEarlyStopRestart(t *testing.T, given string, brackets int) {
 	sel := given
 	if sel == "" {
 		sel = controller.SelectDefault
@@ -165,6 +173,9 @@ func testEarlyStopRestart(t *testing.T, given string) {
 		"--early-stop", "asha", "--max-step", "27", "--eta", "3")
 	if given != "" {
 		firstArgs = append(firstArgs, "--rung-select", given)
+	}
+	if brackets > 0 {
+		firstArgs = append(firstArgs, "--brackets", strconv.Itoa(brackets))
 	}
 	first := background(t, firstArgs...)
 	workerArgs := []string{"worker", "--nats", url, "--run", "esr", "--evaluator", "sim", "--sim-curve", "--sim-mean", "0.1",
@@ -195,6 +206,12 @@ func testEarlyStopRestart(t *testing.T, given string) {
 	if conflict.code != 2 || !strings.Contains(conflict.stderr, "--early-stop") || !strings.Contains(conflict.stderr, "records asha") {
 		t.Errorf("restart with another rule: exit %d, want 2 naming --early-stop and the recorded asha\n%s", conflict.code, tail(conflict.stderr, 2000))
 	}
+	if brackets > 0 {
+		other := evoq(t, time.Minute, append(ctlArgs, "--early-stop", "asha", "--max-step", "27", "--eta", "3", "--brackets", "2")...)
+		if other.code != 2 || !strings.Contains(other.stderr, fmt.Sprintf("brackets=%d", brackets)) {
+			t.Errorf("restart with other brackets: exit %d, want 2 naming the recorded brackets=%d\n%s", other.code, brackets, tail(other.stderr, 2000))
+		}
+	}
 
 	var stdout bytes.Buffer
 	second := newProc(&stdout, append(ctlArgs, "--json")...)
@@ -215,6 +232,9 @@ func testEarlyStopRestart(t *testing.T, given string) {
 	}
 	if got := strings.Contains(lineWith(log, "continuing the run"), "select=reached"); got != (sel == "reached") {
 		t.Errorf("select %q: the restart's rule says select=reached: %v\n%s", sel, got, lineWith(log, "continuing the run"))
+	}
+	if got := strings.Contains(lineWith(log, "continuing the run"), fmt.Sprintf("brackets=%d", brackets)); got != (brackets > 1) {
+		t.Errorf("brackets %d: the restart's rule says brackets=%d: %v\n%s", brackets, brackets, got, lineWith(log, "continuing the run"))
 	}
 	background(t, workerArgs...)
 	if err := second.wait(t, 3*time.Minute); err != nil {
@@ -246,6 +266,45 @@ func testEarlyStopRestart(t *testing.T, given string) {
 		t.Errorf("select %q: %d designs have a stopped parent", sel, got)
 	}
 	checkReplayAtKill(t, dir, results, killed, before[2], sel == "reached")
+	if brackets > 0 {
+		checkBrackets(t, results, s, brackets)
+	}
+}
+
+// checkBrackets checks a run of several brackets (--min-step 1, --eta 3):
+// every stopped design stopped at or past its bracket's first rung, 3^b,
+// and each bracket's rungs were kept apart in the run's figures.
+func checkBrackets(t *testing.T, results []*schema.Result, s *runstate.Summary, brackets int) {
+	t.Helper()
+	rule := &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 1, MaxStep: 27, Eta: 3, Brackets: brackets}
+	stoppedIn := make([]int, brackets)
+	for _, r := range results {
+		if r.Status != schema.StatusStopped {
+			continue
+		}
+		b := rule.Bracket(r.Design.Seq)
+		first := rule.BracketRungs(b, 27)[0]
+		at, ok := r.Metrics["stopped_at"].(int64)
+		if !ok || at < first {
+			t.Errorf("%s of bracket %d stopped at %v, before its bracket's first rung %d", r.DesignID, b, r.Metrics["stopped_at"], first)
+		}
+		stoppedIn[b]++
+	}
+	for b, n := range stoppedIn {
+		if n == 0 {
+			t.Errorf("bracket %d stopped no design (stopped per bracket %v)", b, stoppedIn)
+		}
+	}
+	seen := map[int]bool{}
+	for _, g := range s.EarlyStop.Rungs {
+		seen[g.Bracket] = true
+		if g.Step < rule.BracketRungs(g.Bracket, 27)[0] {
+			t.Errorf("rung %d in bracket %d's figures, below its first rung", g.Step, g.Bracket)
+		}
+	}
+	if len(seen) != brackets {
+		t.Errorf("the summary's rungs cover brackets %v, want %d", seen, brackets)
+	}
 }
 
 // checkReplayAtKill replays the results stored before the first

@@ -112,7 +112,7 @@ func (r *reporter) Report(ctx context.Context, p Progress) (bool, string) {
 	if p.Last {
 		return false, ""
 	}
-	rung, at := r.w.rule.RungAt(p.Step, r.lastRung)
+	rung, at := r.w.rule.RungAt(r.d.Seq, p.Step, r.lastRung)
 	if !at {
 		return false, ""
 	}
@@ -131,7 +131,7 @@ func (r *reporter) resume(step int64) {
 	r.prog.firstReport(step)
 	if r.resumed = r.prog.resumedFrom(); r.resumed > 0 {
 		r.lastStep = r.resumed
-		if rung, at := r.w.rule.RungAt(r.resumed, 0); at {
+		if rung, at := r.w.rule.RungAt(r.d.Seq, r.resumed, 0); at {
 			r.lastRung = rung
 		}
 	}

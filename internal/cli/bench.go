@@ -35,8 +35,10 @@ type benchCmd struct {
 	nb201Args                   string
 	fidelityArgs, fidelityRules string
 	nb201Base                   bool
-	t20Args                     string
-	t20Base                     bool
+	t20Args, t20RuleArgs        string
+	t20Rules                    string
+	t20MinStep                  int
+	t20Base, t20Inherit         bool
 }
 
 func (c *benchCmd) Run(ctx context.Context, args []string) error {
@@ -65,6 +67,10 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.fidelityRules, "fidelity-rules", "median,asha", "fidelity: comma-separated early-stopping rules run beside full training: median, asha or both")
 	fs.BoolVar(&c.nb201Base, "nb201-baselines", true, "nb201: run the Optuna TPE and random search baselines (needs Debian's python3-optuna); false leaves them, and the targets against them, out")
 	fs.StringVar(&c.t20Args, "train20-args", "", "train20: evoq run flags added to each of its evoq runs, space-separated, such as '--pool 10': the settings a comparison measures")
+	fs.StringVar(&c.t20RuleArgs, "train20-rule-args", "", "train20: evoq run flags added to each early-stopping run (not the full-training and --inherit runs), such as '--brackets 3'")
+	fs.StringVar(&c.t20Rules, "train20-rules", "median,asha", "train20: comma-separated early-stopping rules run beside full training: median, asha or both")
+	fs.IntVar(&c.t20MinStep, "train20-min-step", 0, "train20: the first rung in epochs, for evoq's rules and Optuna's pruners alike (0: the workload's, 3)")
+	fs.BoolVar(&c.t20Inherit, "train20-inherit", true, "train20: run the full search again with --inherit; false leaves it out")
 	fs.BoolVar(&c.t20Base, "train20-baselines", true, "train20: run the Optuna TPE studies, without a pruner and with two (needs Debian's python3-optuna); false leaves them, and the target against them, out")
 	fs.StringVar(&c.loop, "loop", bench.LoopPlain, "noop: the plain loop beside evoq: "+strings.Join(bench.LoopVariants, ", ")+
 		" (batched: a worker process's ready results in one message; small: results with a digest instead of the design; the target is judged against plain only)")
@@ -84,7 +90,8 @@ func (c *benchCmd) Run(ctx context.Context, args []string) error {
 		DaskScript: c.script, Dir: c.dir, Log: c.env.Stderr, Workloads: bench.Names(), Seeds: c.seeds, EvalHelper: c.helper, Loop: c.loop,
 		Against: c.against, Repo: c.repo, NB201Args: strings.Fields(c.nb201Args), NB201NoBaselines: !c.nb201Base,
 		FidelityArgs: strings.Fields(c.fidelityArgs), FidelityRules: strings.Split(c.fidelityRules, ","),
-		Train20Args: strings.Fields(c.t20Args), Train20NoBaselines: !c.t20Base}
+		Train20Args: strings.Fields(c.t20Args), Train20NoBaselines: !c.t20Base, Train20RuleArgs: strings.Fields(c.t20RuleArgs),
+		Train20Rules: strings.Split(c.t20Rules, ","), Train20MinStep: c.t20MinStep, Train20NoInherit: !c.t20Inherit}
 	if c.against == "" && (isSet(fs, "rounds") || isSet(fs, "repo")) {
 		return usageErr("--rounds and --repo: with --against only")
 	}
@@ -118,7 +125,8 @@ func benchFlagErr(err error) error {
 	flag := map[string]string{"Workloads": "--workload", "Python": "--python", "DaskScript": "--dask-script",
 		"Dir": "--dir", "Seeds": "--seeds", "EvalHelper": "--eval-helper", "Loop": "--loop",
 		"Against": "--against", "Rounds": "--rounds", "Repo": "--repo", "VsDask": "--vs-dask",
-		"Train20Args": "--train20-args"}[ce.Field]
+		"Train20Args": "--train20-args", "Train20RuleArgs": "--train20-rule-args", "Train20Rules": "--train20-rules",
+		"Train20MinStep": "--train20-min-step", "FidelityRules": "--fidelity-rules"}[ce.Field]
 	if flag == "" {
 		return err
 	}

@@ -20,7 +20,7 @@ var controllerFlag = map[string]string{
 	"MaxDeliver": "--max-deliver", "Replicas": "--replicas", "Seeds": "--from-run", "SeedsFrom": "--from-run",
 	"Progress": "--progress", "IdleAlarm": "--idle-alarm", "FailFast": "--fail-fast", "ErrorRetries": "--error-retries",
 	"QuarantineAfter": "--quarantine-after", "EarlyStop": "--early-stop", "EarlyStop.Rule": "--early-stop",
-	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta", "EarlyStop.MaxStepGene": "--max-step-gene", "EarlyStop.Select": "--rung-select",
+	"EarlyStop.MinStep": "--min-step", "EarlyStop.MaxStep": "--max-step", "EarlyStop.Eta": "--eta", "EarlyStop.MaxStepGene": "--max-step-gene", "EarlyStop.Select": "--rung-select", "EarlyStop.Brackets": "--brackets",
 	"Checkpoints.Dir": "--checkpoint-dir", "Checkpoints.Max": "--max-checkpoint", "Checkpoints.Keep": "--keep-checkpoints",
 	"Checkpoints.Inherit": "--inherit", "Objectives": "--objectives", "HVRef": "--hv-ref", "Crossover": "--crossover",
 	"MutationRate": "--mutation-rate", "CostTie": "--cost-tie", "Novel": "--novel", "Evaluator": "the evaluator",

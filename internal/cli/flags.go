@@ -169,6 +169,7 @@ type searchFlags struct {
 	rungSelect                      string
 	minStep, maxStep                int64
 	eta                             int
+	brackets                        int
 	ackWait, progress, idleAlarm    time.Duration
 	inherit                         bool
 	checkpointDir, maxCheckpoint    string
@@ -212,6 +213,7 @@ func (s *searchFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&s.maxStep, "max-step", 0, "with --early-stop: the step of full training; no rung at or past it (0: no bound, so a design can be stopped at its last report)")
 	fs.StringVar(&s.maxStepGene, "max-step-gene", "", "with --early-stop: the gene that holds each design's own training length in report steps, such as epochs; a design's report at or past it is its last, never judged at a rung (fixed for the run)")
 	fs.IntVar(&s.eta, "eta", controller.EtaDefault, "with --early-stop: the rungs' ratio; asha keeps the top 1/eta at each rung")
+	fs.IntVar(&s.brackets, "brackets", 1, "with --early-stop asha: asynchronous Hyperband's brackets; a design's bracket is its sequence number modulo N, bracket b's first rung is --min-step times eta^b, and each ranks its own designs, so that some designs are judged late or never (fixed for the run)")
 	fs.StringVar(&s.rungSelect, "rung-select", "", "with --early-stop: off keeps parents to designs that trained to their end; reached lets a stopped design be a parent, competing with the fitness it reached at its rung; promoted does so only for a design stopped at or past the second rung (default: "+controller.SelectDefault+" with asha, "+controller.SelectMedianDefault+" with median; fixed for the run)")
 	fs.BoolVar(&s.inherit, "inherit", false, "each mutant starts from its parent's checkpoint (EVOQ_PARENT_CHECKPOINT), when the parent's evaluator saved one to EVOQ_CHECKPOINT_OUT")
 	fs.StringVar(&s.checkpointDir, "checkpoint-dir", "", "keep checkpoints in this shared directory, an absolute path every worker mounts (default: the broker's object store; fixed for the run)")
@@ -305,7 +307,7 @@ func (s *searchFlags) search(fs *flag.FlagSet, cfg *controller.Config) error {
 // they mean nothing without a rule, and a restart compares the rule whole.
 func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error) {
 	if !isSet(fs, "early-stop") {
-		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select", "brackets"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha", name)
 			}
@@ -318,7 +320,7 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 		return nil, usageErr("--early-stop %q: want none, median or asha", s.earlyStop)
 	}
 	if s.earlyStop == controller.RuleNone {
-		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select"} {
+		for _, name := range []string{"min-step", "max-step", "max-step-gene", "eta", "rung-select", "brackets"} {
 			if isSet(fs, name) {
 				return nil, usageErr("--%s needs --early-stop median or asha, not none", name)
 			}
@@ -335,7 +337,18 @@ func (s *searchFlags) earlyStopRule(fs *flag.FlagSet) (*schema.EarlyStop, error)
 		}
 		sel = s.rungSelect
 	}
-	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta, MaxStepGene: s.maxStepGene, Select: sel}, nil
+	brackets := 0 // one bracket, recorded as runs before the field were
+	if isSet(fs, "brackets") {
+		switch {
+		case s.brackets < 1:
+			return nil, usageErr("--brackets %d: need at least 1", s.brackets)
+		case s.brackets > 1 && s.earlyStop != schema.RuleASHA:
+			return nil, usageErr("--brackets %d needs --early-stop asha: the median rule has one bracket", s.brackets)
+		case s.brackets > 1:
+			brackets = s.brackets
+		}
+	}
+	return &schema.EarlyStop{Rule: s.earlyStop, MinStep: s.minStep, MaxStep: s.maxStep, Eta: s.eta, MaxStepGene: s.maxStepGene, Select: sel, Brackets: brackets}, nil
 }
 
 // config builds the controller config from the flags given explicitly: a

@@ -21,7 +21,7 @@ var recordedFlags = map[string]string{
 	"constraint": "constraints", "objectives": "objectives", "hv-ref": "hv_ref",
 	"crossover": "variation.crossover", "mutation-rate": "variation.mutation_rate", "novel": "variation.novel", "cost-tie": "variation.cost_tie",
 	"early-stop": "early_stop.rule", "eta": "early_stop.eta", "max-step": "early_stop.max_step", "min-step": "early_stop.min_step",
-	"max-step-gene": "early_stop.max_step_gene", "rung-select": "early_stop.select",
+	"max-step-gene": "early_stop.max_step_gene", "rung-select": "early_stop.select", "brackets": "early_stop.brackets",
 	"checkpoint-dir": "checkpoints.dir", "inherit": "checkpoints.inherit", "keep-checkpoints": "checkpoints.keep",
 	"max-checkpoint": "checkpoints.max",
 	"ack-wait":       "ack_wait_ns", "error-retries": "error_retries", "margin": "margin", "max-deliver": "max_deliver",

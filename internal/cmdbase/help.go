@@ -22,7 +22,7 @@ var FlagGroups = []struct {
 }{
 	{"Search", []string{"config", "run", "budget", "time-budget", "target", "plateau", "init", "pool", "replace", "tournament", "seed", "resume", "from-run", "fail-fast"}},
 	{"Objectives and variation", []string{"objectives", "constraint", "hv-ref", "crossover", "mutation-rate", "novel", "cost-tie"}},
-	{"Early stopping", []string{"early-stop", "min-step", "max-step", "max-step-gene", "eta", "rung-select", "stop-grace"}},
+	{"Early stopping", []string{"early-stop", "min-step", "max-step", "max-step-gene", "eta", "rung-select", "brackets", "stop-grace"}},
 	{"Checkpoints and inheritance", []string{"inherit", "checkpoint-dir", "max-checkpoint", "keep-checkpoints", "checkpoint-mount"}},
 	{"Work queue", []string{"margin", "expect-slots", "wait-slots", "ack-wait", "max-deliver", "error-retries", "quarantine-after"}},
 	{"Workers and slots", []string{"workers", "slots", "slots-per-gpu", "gpus", "id", "host", "walltime", "walltime-margin",

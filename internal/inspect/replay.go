@@ -412,7 +412,11 @@ func (rep *replayReport) print(w io.Writer, jsonOut bool) error {
 	if e := rep.EarlyStop; e != nil {
 		fmt.Fprintf(w, "early stopping: %s; %d reports, %d stops, rungs digest %s\n", e.Rule, e.Reports, e.Stops, e.Digest)
 		for _, g := range e.Rungs {
-			fmt.Fprintf(w, "  rung %-6d %6d designs, %6d stopped, median %.6g, best %.6g\n", g.Step, g.Reports, g.Stopped, g.Median, g.Best)
+			bracket := ""
+			if g.Bracket > 0 {
+				bracket = fmt.Sprintf(" of bracket %d", g.Bracket)
+			}
+			fmt.Fprintf(w, "  rung %-6d%s %6d designs, %6d stopped, median %.6g, best %.6g\n", g.Step, bracket, g.Reports, g.Stopped, g.Median, g.Best)
 		}
 	}
 	if p := rep.Pareto; p != nil {

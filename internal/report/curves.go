@@ -215,6 +215,16 @@ func DescribeEarlyStop(e *schema.EarlyStop) string {
 	if e.MaxStepGene != "" {
 		s += fmt.Sprintf("; each design's own end in its gene %s", e.MaxStepGene)
 	}
+	if e.Brackets > 1 {
+		firsts := make([]string, e.Brackets)
+		for b := range firsts {
+			firsts[b] = "none"
+			if r := e.BracketRungs(b, math.MaxInt64); len(r) > 0 {
+				firsts[b] = fmt.Sprint(r[0])
+			}
+		}
+		s += fmt.Sprintf("; %d brackets (a design's is its sequence number modulo %d), first rungs %s", e.Brackets, e.Brackets, strings.Join(firsts, ", "))
+	}
 	return s
 }
 

@@ -301,6 +301,8 @@ func TestDescribeEarlyStop(t *testing.T) {
 		{"bounded", asha, "asha, eta 3, rungs at steps 1, 3, 9, 27; full training at step 81"},
 		{"unbounded", &schema.EarlyStop{Rule: schema.RuleMedian, MinStep: 5, Eta: 2}, "median, eta 2, rungs at steps 5, 10, 20, 40, 80, 160, …"},
 		{"one rung", &schema.EarlyStop{Rule: schema.RuleMedian, MinStep: 5, MaxStep: 6, Eta: 2}, "median, eta 2, rungs at steps 5; full training at step 6"},
+		{"brackets", &schema.EarlyStop{Rule: schema.RuleASHA, MinStep: 3, MaxStep: 30, Eta: 3, Brackets: 4},
+			"asha, eta 3, rungs at steps 3, 9, 27; full training at step 30; 4 brackets (a design's is its sequence number modulo 4), first rungs 3, 9, 27, none"},
 	} {
 		if got := DescribeEarlyStop(tc.e); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
