@@ -26,6 +26,9 @@ type Fold struct {
 	// joinFrom is the step from which a stopped design joins the pool
 	// (SetSelect); 0: none does, 1: every one does.
 	joinFrom int64
+	// rule is the run's early-stopping rule (SetSelect): where a stopped
+	// design's training would have ended, for its cost.
+	rule *schema.EarlyStop
 	obj      Objectives
 	// unmeasured counts ok results that lack an objective (a worker that
 	// did not check them): counted, but kept out of the pool.
@@ -98,7 +101,7 @@ func (f *Fold) add(r *schema.Result) bool {
 		// value it is likely to beat, and enters only when that is better
 		// than the pool's worst. It is never the run's best, which is a
 		// design that trained to its end.
-		f.evicted, f.added = f.pool.Add(Member{Design: r.Design, Fitness: r.Fitness}), true
+		f.evicted, f.added = f.pool.Add(Member{Design: r.Design, Fitness: r.Fitness, Cost: f.stoppedCost(r)}), true
 		return false
 	}
 	if r.Status != schema.StatusOK {
@@ -164,7 +167,7 @@ func (f *Fold) SetStopRule(r StopRule) { f.stop.rule = r }
 // (schema.EarlyStop.Brackets) that is bracket 0's second rung: a design
 // of a later bracket stopped at its own first rung joins, judged as late.
 func (f *Fold) SetSelect(e *schema.EarlyStop) {
-	f.joinFrom = 0
+	f.joinFrom, f.rule = 0, e
 	if e == nil || e.Rule == RuleNone {
 		return
 	}
@@ -188,6 +191,30 @@ func (f *Fold) joins(r *schema.Result) bool {
 	}
 	step, ok := stepOf(r.Metrics["stopped_at"])
 	return ok && step >= f.joinFrom
+}
+
+// stoppedCost is what stopped result r would have cost trained to its
+// end: the slot-seconds it took (resumed training included) scaled by its
+// end (its MaxStepGene, else the rule's MaxStep) over the step it stopped
+// at, so that a cost tie (Pool.SetCostTie) compares it with a finished
+// design's whole cost. A design stopped at step 3 of 30 in 0.4 s would
+// have cost about 4 s. 0 (unknown) when its end or its step is not known.
+func (f *Fold) stoppedCost(r *schema.Result) float64 {
+	if f.rule == nil || r.Start.IsZero() || !r.Stop.After(r.Start) {
+		return 0
+	}
+	step, ok := stepOf(r.Metrics["stopped_at"])
+	if !ok || step <= 0 {
+		return 0
+	}
+	end, ok := f.rule.End(r.Design.Genome)
+	if !ok {
+		end = float64(f.rule.MaxStep)
+	}
+	if end <= float64(step) {
+		return 0
+	}
+	return (r.Duration().Seconds() + r.ResumedSeconds) * end / float64(step)
 }
 
 // stepOf reads a step from a result's metrics, as msgpack or JSON

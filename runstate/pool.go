@@ -42,8 +42,9 @@ type Member struct {
 	// violation, in a pool ranked by domination; empty otherwise.
 	Point pareto.Point
 	// Cost is the slot-seconds its evaluation took, resumed training
-	// included; 0 when unknown, or for a design stopped early, whose cost
-	// is not that of a whole evaluation.
+	// included; for a design stopped early, what its training would have
+	// cost to its end at the rate it trained (Fold's stoppedCost); 0 when
+	// unknown.
 	Cost float64
 }
 

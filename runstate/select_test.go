@@ -182,17 +182,43 @@ func TestTournamentCostTie(t *testing.T) {
 }
 
 // A member's cost is its evaluation's slot-seconds, resumed training
-// included; a stopped design's is unknown.
+// included; a stopped design's is what its training would have cost to
+// its end at the rate it trained, and unknown when its end is.
 func TestFoldMemberCost(t *testing.T) {
 	t.Parallel()
-	f := testFold(1, 3, ReplaceWorst)
-	f.SetSelect(asha(schema.SelectReached))
-	ok := result(1, schema.StatusOK, 0.5)
-	ok.ResumedSeconds = 2
-	f.Apply(ok, nil)
-	f.Apply(stoppedAt(2, 0.4), nil)
-	m := f.Pool().Members()
-	if len(m) != 2 || m[0].Cost != 3 || m[1].Cost != 0 {
-		t.Fatalf("members %+v; want costs 3 (1 s evaluated, 2 resumed) and 0 (stopped)", m)
+	bounded := asha(schema.SelectReached)
+	bounded.MaxStep = 30
+	gene := asha(schema.SelectReached)
+	gene.MaxStepGene = "epochs"
+	for _, tc := range []struct {
+		name    string
+		rule    *schema.EarlyStop
+		genome  map[string]any
+		stopped float64
+	}{
+		// 1 s to step 3 of 30: 10 s to its end.
+		{"max step", bounded, nil, 10},
+		// Its own end, 12 epochs, before the rule's.
+		{"its gene", gene, map[string]any{"epochs": int64(12)}, 4},
+		{"no end known", asha(schema.SelectReached), nil, 0},
+		{"gene missing, no max step", gene, map[string]any{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := testFold(1, 3, ReplaceWorst)
+			f.SetSelect(tc.rule)
+			ok := result(1, schema.StatusOK, 0.5)
+			ok.ResumedSeconds = 2
+			f.Apply(ok, nil)
+			st := stoppedAt(2, 0.4)
+			if tc.genome != nil {
+				st.Design.Genome = tc.genome
+			}
+			f.Apply(st, nil)
+			m := f.Pool().Members()
+			if len(m) != 2 || m[0].Cost != 3 || m[1].Cost != tc.stopped {
+				t.Fatalf("members %+v; want costs 3 (1 s evaluated, 2 resumed) and %g (stopped at 3)", m, tc.stopped)
+			}
+		})
 	}
 }
