@@ -153,6 +153,11 @@ func TestConfig(t *testing.T) {
 		{"fidelity rules", Config{Evoq: exe, FidelityRules: []string{"asha"}}, ""},
 		{"unknown fidelity rule", Config{Evoq: exe, FidelityRules: []string{"asha", "hyperband"}}, "FidelityRules"},
 		{"helper directory without the helper", Config{Evoq: exe, EvalHelper: t.TempDir()}, "EvalHelper"},
+		{"train20 rule settings", Config{Evoq: exe, Train20Rules: []string{"asha"}, Train20MinStep: 9, Train20RuleArgs: []string{"--brackets", "3"}}, ""},
+		{"unknown train20 rule", Config{Evoq: exe, Train20Rules: []string{"hyperband"}}, "Train20Rules"},
+		{"train20 first rung at the end", Config{Evoq: exe, Train20MinStep: 30}, "Train20MinStep"},
+		{"negative train20 first rung", Config{Evoq: exe, Train20MinStep: -1}, "Train20MinStep"},
+		{"train20 rule flag the workload sets", Config{Evoq: exe, Train20RuleArgs: []string{"--eta", "2"}}, "Train20RuleArgs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

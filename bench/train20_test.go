@@ -96,6 +96,14 @@ func TestTrain20Args(t *testing.T) {
 	if err := validateTrain20Args("Train20Args", []string{"--pool", "12", "--tournament=3"}); err != nil {
 		t.Errorf("search settings refused: %v", err)
 	}
+	// Rule flags go to the rule runs alone, after the workload's; the
+	// first rung moves evoq's rules and Optuna's pruners together.
+	r := train20Settings(Config{Train20RuleArgs: []string{"--brackets", "3"}, Train20MinStep: 9, Train20Rules: []string{"asha"}, Train20NoInherit: true})
+	ruled, plain := r.args(f, 1, schema.RuleASHA, false), r.args(f, 1, ruleNone, false)
+	if flag(ruled, "--brackets") != "3" || flag(ruled, "--min-step") != "9" || slices.Contains(plain, "--brackets") ||
+		!slices.Equal(r.Rules, []string{"asha"}) || r.Inherit {
+		t.Errorf("rule args: asha %v, full %v, settings %+v", ruled, plain, r)
+	}
 	if smoke := train20Settings(Config{Smoke: true, Seeds: 2}); smoke.Seeds != 2 || smoke.Epochs >= s.Epochs || smoke.MinStep >= smoke.Epochs {
 		t.Errorf("smoke settings %+v", smoke)
 	}

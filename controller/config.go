@@ -389,6 +389,10 @@ func (c Config) ValidateGiven() error {
 		return &schema.FieldError{Err: ErrConfig, Field: "EarlyStop.Select", Value: e.Select,
 			Reason: "a stopped design has no measured objectives, so a pool ranked by several objectives or constraints cannot take it; select off, or use one objective"}
 	}
+	if c.CostTie != nil && *c.CostTie > 0 && c.Objectives.Pareto() {
+		return &schema.FieldError{Err: ErrConfig, Field: "CostTie", Value: *c.CostTie,
+			Reason: "a pool ranked by several objectives or constraints compares its members by rank and crowding, never by a tie, so the cost tie would do nothing; make cost an objective instead (such as train_s:min), or use one objective"}
+	}
 	if c.Space != nil {
 		if err := validateMaxStepGene(c.EarlyStop, c.Space); err != nil {
 			return err

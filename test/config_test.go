@@ -43,6 +43,8 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"unknown rung-select", []string{"--early-stop", "asha", "--rung-select", "best"}, `--rung-select "best": want off, reached or promoted`},
 		{"rung-select reached with objectives", []string{"--early-stop", "asha", "--rung-select", "reached", "--objectives", "fitness:max,params:min"},
 			`--rung-select "reached": a stopped design has no measured objectives`},
+		{"cost-tie with objectives", []string{"--cost-tie", "0.01", "--objectives", "fitness:max,params:min"},
+			"--cost-tie 0.01: a pool ranked by several objectives or constraints compares its members by rank"},
 		{"brackets alone", []string{"--brackets", "3"}, "--brackets needs --early-stop median or asha"},
 		{"brackets with median", []string{"--early-stop", "median", "--brackets", "3"}, "--brackets 3 needs --early-stop asha"},
 		{"zero brackets", []string{"--early-stop", "asha", "--brackets", "0"}, "--brackets 0: need at least 1"},
