@@ -29,7 +29,7 @@ type Fold struct {
 	// rule is the run's early-stopping rule (SetSelect): where a stopped
 	// design's training would have ended, for its cost.
 	rule *schema.EarlyStop
-	obj      Objectives
+	obj  Objectives
 	// unmeasured counts ok results that lack an objective (a worker that
 	// did not check them): counted, but kept out of the pool.
 	unmeasured int
