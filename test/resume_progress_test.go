@@ -218,12 +218,14 @@ func TestProgressSavedAtWalltime(t *testing.T) {
 	ctl := background(t, "controller", "--nats", url, "--run", run, "--budget", fmt.Sprint(budget), "--init", "2",
 		"--pool", "2", "--json")
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(ctl.stderr.String(), "work queue ready") })
-	// Steps of 0.8 s: the first save, at step 3, comes well before the
-	// hand-back 6 s after the worker's start, which asks for another (a
-	// worker whose evaluations never saved does not wait for one).
-	env := []string{"SAVE_EVERY=3", "STEP_S=0.8"}
+	// Steps of 1.6 s: the first save, at step 3, comes well before the
+	// hand-back 16 s after the worker's start, which asks for another (a
+	// worker whose evaluations never saved does not wait for one); the 12
+	// steps, 19.2 s, run past it. (With steps of 0.8 s and the hand-back at
+	// 6 s, a Python started on a loaded machine had not reached step 3.)
+	env := []string{"SAVE_EVERY=3", "STEP_S=1.6"}
 	w := backgroundEnv(t, env, "worker", "--nats", url, "--run", run, "--id", "w", "--slots", "2",
-		"--walltime", "10s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
+		"--walltime", "20s", "--walltime-margin", "4s", "--min-eval-time", "1s", "--eval-cmd", eval)
 	if err := w.wait(t, time.Minute); err != nil {
 		t.Fatalf("worker at its walltime: %v\n%s", err, tail(w.stderr.String(), 3000))
 	}
