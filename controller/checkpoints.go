@@ -110,6 +110,12 @@ type ckptTracker struct {
 	// listed is the store's figures at the end of the run, nil before.
 	failed []string
 	listed *checkpoint.Usage
+	// deleting are the deletions flush has in hand (under mu): neither
+	// queued nor failed, and not to be queued again by a sweep.
+	deleting map[string]bool
+	// gone are the deletions done while a sweep lists the store (non-nil
+	// only then): the listing may still name them.
+	gone map[string]bool
 	// mutants and inherited count the counted mutants that trained (ok
 	// or stopped) and those of them that said they inherited.
 	mutants, inherited int
@@ -376,6 +382,12 @@ func (t *ckptTracker) flush(ctx context.Context) {
 		t.mu.Lock()
 		q := t.queue
 		t.queue = nil
+		if t.deleting == nil {
+			t.deleting = map[string]bool{}
+		}
+		for _, id := range q {
+			t.deleting[id] = true
+		}
 		t.mu.Unlock()
 		if len(q) == 0 {
 			return
@@ -387,11 +399,16 @@ func (t *ckptTracker) flush(ctx context.Context) {
 			if err != nil {
 				t.log.WithError(err).WithField("design", id).Warn("deleting a checkpoint failed; retrying")
 				t.mu.Lock()
+				delete(t.deleting, id)
 				t.failed = append(t.failed, id)
 				t.mu.Unlock()
 				continue
 			}
 			t.mu.Lock()
+			delete(t.deleting, id)
+			if t.gone != nil {
+				t.gone[id] = true
+			}
 			delete(t.progress, id)
 			if !strings.HasSuffix(id, schema.ProgressSuffix) {
 				t.deleted++ // a checkpoint, not a design's saved progress

@@ -36,16 +36,25 @@ const FinalDeleteWait = 30 * time.Second
 // rule does not keep; open reports whether a design has no terminal
 // result yet. It returns how many it queued.
 func (t *ckptTracker) sweep(ctx context.Context, open func(id string) bool) (int, error) {
-	refs, err := t.store.List(ctx)
-	if err != nil {
-		return 0, err
-	}
 	t.mu.Lock()
-	pending := map[string]bool{}
+	t.gone = map[string]bool{}
+	t.mu.Unlock()
+	refs, err := t.store.List(ctx)
+	// What was deleted during the listing, is being deleted, or waits to
+	// be: the listing may name it, and it is not queued again.
+	t.mu.Lock()
+	pending := t.gone
+	t.gone = nil
 	for _, id := range append(t.queue, t.failed...) {
 		pending[id] = true
 	}
+	for id := range t.deleting {
+		pending[id] = true
+	}
 	t.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
 	queued := 0
 	for _, r := range refs {
 		id := r.Design

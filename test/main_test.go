@@ -117,13 +117,35 @@ func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) re
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("evoq %s: still running after %s\nstderr, ending with its goroutines:\n%s", strings.Join(args, " "), limit, tail(r.stderr, 30000))
+		t.Fatalf("evoq %s: still running after %s\n%s", strings.Join(args, " "), limit, hangReport(r.stderr))
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
 		t.Fatalf("evoq %s: %v", strings.Join(args, " "), err)
 	}
 	return r
+}
+
+// hangReport is what a process stopped by SIGQUIT wrote: the end of its
+// log, then the stacks of the goroutines that ran evoq's own code (the
+// broker's many are left out, counted), so that a hang says where.
+func hangReport(stderr string) string {
+	i := strings.Index(stderr, "SIGQUIT")
+	if i < 0 {
+		return "stderr (no goroutine dump):\n" + tail(stderr, 20000)
+	}
+	log, dump := stderr[:i], stderr[i:]
+	var own []string
+	other := 0
+	for _, g := range strings.Split(dump, "\n\n") {
+		if strings.Contains(g, "github.com/evoq/evoq/") {
+			own = append(own, g)
+		} else if strings.HasPrefix(g, "goroutine ") {
+			other++
+		}
+	}
+	return fmt.Sprintf("log, its end:\n%s\ngoroutines running evoq's code (%d others left out):\n%s",
+		tail(log, 10000), other, tail(strings.Join(own, "\n\n"), 20000))
 }
 
 // runJSON runs `evoq run ... --json` in a fresh store and returns the summary
