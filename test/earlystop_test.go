@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,15 +23,36 @@ import (
 )
 
 // python3 is the interpreter the Python evaluators of these tests run
-// with: any Python 3, since the evoq_eval helper is stdlib only.
+// with: any Python 3, since the evoq_eval helper is stdlib only. It is the
+// python3 first on PATH, named by its own sys.executable: where that
+// python3 is a version manager's shim (pyenv's is a shell script that
+// runs pyenv), each start costs ten times the interpreter's own, and the
+// tests start it for every design.
 func python3(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
+	p, err := python3Path()
 	if err != nil {
 		t.Fatalf("python3 not found: the evaluator helper is tested with a real interpreter: %v", err)
 	}
 	return p
 }
+
+var python3Path = sync.OnceValues(func() (string, error) {
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s does not run: %w", p, err)
+	}
+	if exe := strings.TrimSpace(string(out)); exe != "" {
+		if _, err := os.Stat(exe); err == nil {
+			return exe, nil
+		}
+	}
+	return p, nil
+})
 
 // storedReports reads every report of run from a stopped store.
 func storedReports(t *testing.T, dir, run string) []*schema.Report {
