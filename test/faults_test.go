@@ -53,8 +53,12 @@ func TestControllerWithEmbeddedBrokerKilled(t *testing.T) {
 			"--id", fmt.Sprintf("w%d", i), "--slots", "3", "--evaluator", "sim", "--sim-mean", "0.3"))
 	}
 	var down killWindows
-	for range 3 {
-		sleepRandom(700*time.Millisecond, 1500*time.Millisecond)
+	for k := range 3 {
+		// Each kill once the run is that far along, so that the workers
+		// are evaluating through the outage: timed from the start, on a
+		// loaded machine the first kills came before any evaluation.
+		waitEvaluations(t, ctl, (k+1)*budget/5)
+		sleepRandom(0, 500*time.Millisecond)
 		if ctl.exited() {
 			break
 		}
@@ -103,8 +107,11 @@ func TestStandaloneBrokerKilled(t *testing.T) {
 			"--slots", "3", "--evaluator", "sim", "--sim-mean", "0.3")
 	}
 	var down killWindows
-	for range 2 {
-		sleepRandom(800*time.Millisecond, 1500*time.Millisecond)
+	for k := range 2 {
+		// As above: a kill timed from the start could come before the
+		// workers evaluated anything, and no result would be held.
+		waitEvaluations(t, ctl, (k+1)*budget/4)
+		sleepRandom(0, 500*time.Millisecond)
 		if ctl.exited() {
 			break
 		}

@@ -117,6 +117,13 @@ func sleepRandom(lo, hi time.Duration) {
 	time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo))))
 }
 
+// waitEvaluations waits until the controller's progress lines count at
+// least n evaluations, or it has exited.
+func waitEvaluations(t *testing.T, ctl *restartable, n int) {
+	t.Helper()
+	waitShowing(t, 2*time.Minute, func() bool { return ctl.exited() || evaluationsSoFar(ctl.output()) >= n }, ctl.output)
+}
+
 // killCount formats kill counts.
 func killCount(rs ...*restartable) string {
 	parts := make([]string, len(rs))
