@@ -137,7 +137,7 @@ func trained(s schema.Status) bool { return s == schema.StatusOK || s == schema.
 func newCkptTracker(store checkpoint.Store, cfg schema.Checkpoints, log logrus.FieldLogger) *ckptTracker {
 	return &ckptTracker{store: store, cfg: cfg, log: log, refs: map[string]schema.CheckpointRef{},
 		stored: map[string]bool{}, inPool: map[string]bool{}, parents: map[string]int{}, flying: map[string]bool{},
-		progress: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		progress: map[string]bool{}, deleting: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // published notes a design going out for the first time: its parent's
@@ -382,9 +382,6 @@ func (t *ckptTracker) flush(ctx context.Context) {
 		t.mu.Lock()
 		q := t.queue
 		t.queue = nil
-		if t.deleting == nil {
-			t.deleting = map[string]bool{}
-		}
 		for _, id := range q {
 			t.deleting[id] = true
 		}

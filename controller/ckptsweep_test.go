@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,5 +182,84 @@ func TestSweepPurgesLeftoversDuringRun(t *testing.T) {
 	c.sweepCheckpoints(context.Background())
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the old partial file is still there after the sweep: %v", err)
+	}
+}
+
+// gatedStore holds its deletions until release closes, and runs
+// afterList between its listing and the listing's return, as a slow
+// listing that a deletion overtakes.
+type gatedStore struct {
+	checkpoint.Store
+	release   chan struct{}
+	deletes   atomic.Int64
+	afterList func()
+}
+
+func (s *gatedStore) Delete(ctx context.Context, design string) error {
+	<-s.release
+	s.deletes.Add(1)
+	return s.Store.Delete(ctx, design)
+}
+
+func (s *gatedStore) List(ctx context.Context) ([]schema.CheckpointRef, error) {
+	refs, err := s.Store.List(ctx)
+	if s.afterList != nil {
+		s.afterList()
+	}
+	return refs, err
+}
+
+// A sweep does not queue again a deletion the tracker has in hand, nor
+// one that ended while the sweep listed the store (the listing still
+// names it): each was counted as an orphan and deleted twice.
+func TestSweepSkipsDeletionUnderWay(t *testing.T) {
+	t.Parallel()
+	dir, err := checkpoint.OpenDir(t.TempDir(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := &gatedStore{Store: dir, release: make(chan struct{})}
+	tr := newCkptTracker(gs, schema.Checkpoints{Store: schema.CheckpointDir, Max: 1 << 20, Keep: schema.KeepPool, Inherit: true}, testutil.Logger(t))
+	b := &ckptBundle{t: t, store: gs, tr: tr, fold: runstate.NewFold(runstate.NewTally("r", 100, runstate.Rules{}), 2, 2, runstate.ReplaceWorst)}
+	var open sync.Once
+	release := func() { open.Do(func() { close(gs.release) }) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { release(); cancel(); <-tr.done }()
+	go tr.run(ctx)
+	none := func(string) bool { return false }
+
+	b.result(b.design(1, 0), 0.5, true)
+	b.result(b.design(2, 0), 0.6, true)
+	b.result(b.design(3, 0), 0.9, true) // 1 leaves the pool: its deletion waits at the gate
+	deadline := time.Now().Add(10 * time.Second)
+	for inHand := false; !inHand; time.Sleep(time.Millisecond) {
+		tr.mu.Lock()
+		inHand = tr.deleting[schema.DesignID("r", 1)]
+		tr.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("design 1's deletion never came into hand")
+		}
+	}
+	if n, err := tr.sweep(context.Background(), none); err != nil || n != 0 {
+		t.Fatalf("sweep with design 1's deletion in hand queued %d (%v); want 0", n, err)
+	}
+
+	// The listing names design 1; before it returns, the deletion ends.
+	gs.afterList = func() {
+		gs.afterList = nil
+		release()
+		for deadline := time.Now().Add(10 * time.Second); tr.Deleted() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("design 1's deletion did not end once released")
+				return
+			}
+		}
+	}
+	if n, err := tr.sweep(context.Background(), none); err != nil || n != 0 {
+		t.Fatalf("sweep whose listing a deletion overtook queued %d (%v); want 0", n, err)
+	}
+	b.stored(2, 3)
+	if d := gs.deletes.Load(); d != 1 || tr.Deleted() != 1 {
+		t.Errorf("%d deletions, %d counted; want design 1's, once", d, tr.Deleted())
 	}
 }

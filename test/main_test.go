@@ -130,7 +130,7 @@ func evoqEnv(t *testing.T, limit time.Duration, env []string, args ...string) re
 // log, then the stacks of the goroutines that ran evoq's own code (the
 // broker's many are left out, counted), so that a hang says where.
 func hangReport(stderr string) string {
-	i := strings.Index(stderr, "SIGQUIT")
+	i := strings.LastIndex(stderr, "SIGQUIT: quit") // the runtime's dump begins so
 	if i < 0 {
 		return "stderr (no goroutine dump):\n" + tail(stderr, 20000)
 	}
